@@ -1,0 +1,73 @@
+#!/bin/sh
+# build.sh — builds plug's binaries and its agent image, and runs its tests.
+#
+#   ./build.sh              binaries for every platform, then the image
+#   ./build.sh binaries     dist/plug-<os>-<arch>[.exe] and dist/SHA256SUMS
+#   ./build.sh image        dist/plug-image.tar (a Docker archive, FROM scratch)
+#   ./build.sh mkimage ROOTFS OUT.tar NAME:TAG...
+#                           packs a directory into a FROM-scratch Docker archive
+#                           that `docker load` and `ctr images import` accept
+set -eu
+
+cd "$(dirname "$0")"
+VERSION=${PLUG_VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+PLATFORMS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64"
+
+binaries() {
+	mkdir -p dist
+	for p in $PLATFORMS; do
+		os=${p%/*} arch=${p#*/}
+		out=dist/plug-$os-$arch
+		[ "$os" = windows ] && out=$out.exe
+		CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
+			-ldflags "-s -w -X plug/tunnel.Version=$VERSION" -o "$out" .
+	done
+	(cd dist && sha256sum plug-*-* >SHA256SUMS)
+}
+
+# mkimage ROOTFS OUT.tar NAME:TAG... writes a one-layer image with ROOTFS as its
+# filesystem and ROOTFS/plug as its entrypoint, running as uid 65532.
+mkimage() {
+	rootfs=$1 out=$2
+	shift 2
+	tags=$(printf '"%s",' "$@")
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
+		-C "$rootfs" -cf "$work/layer.tar" .
+	layer=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
+	mkdir "$work/$layer"
+	mv "$work/layer.tar" "$work/$layer/layer.tar"
+	entry=${MKIMAGE_ENTRYPOINT:-/plug}
+	cat >"$work/config.json" <<EOF
+{"architecture":"amd64","os":"linux","config":{"User":"65532","Entrypoint":["$entry"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:$layer"]}}
+EOF
+	config=$(sha256sum "$work/config.json" | cut -d' ' -f1)
+	mv "$work/config.json" "$work/$config.json"
+	cat >"$work/manifest.json" <<EOF
+[{"Config":"$config.json","RepoTags":[${tags%,}],"Layers":["$layer/layer.tar"]}]
+EOF
+	tar --owner=0 --group=0 --numeric-owner -C "$work" -cf "$out" manifest.json "$config.json" "$layer"
+}
+
+image() {
+	[ -f dist/plug-linux-amd64 ] || binaries
+	root=$(mktemp -d)
+	mkdir -p "$root/bin" "$root/tmp"
+	chmod 1777 "$root/tmp"
+	cp dist/plug-linux-amd64 "$root/plug"
+	cp dist/plug-*-* dist/SHA256SUMS "$root/bin/"
+	(mkimage "$root" dist/plug-image.tar "plug:$VERSION" plug:dev)
+	rm -rf "$root"
+}
+
+case "${1:-all}" in
+all) binaries && image ;;
+binaries) binaries ;;
+image) image ;;
+mkimage) shift && mkimage "$@" ;;
+*)
+	echo "build.sh: unknown command ${1}; see the top of build.sh for the commands" >&2
+	exit 2
+	;;
+esac
