@@ -1,0 +1,3 @@
+module plug/testdata/workload
+
+go 1.26.8

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+)
+
+// serve answers HTTP on every address given. GET / returns the workload's
+// name; GET /log returns one line per request seen so far ("REMOTE PATH"),
+// not counting requests for /log itself, so a test can prove a process was
+// never reached.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	name := fs.String("name", defaultName(), "the name GET / answers with")
+	fs.Parse(args)
+	if fs.NArg() == 0 {
+		return errors.New("give at least one address to listen on, e.g. :8080")
+	}
+	mux := handler(*name, &requestLog{})
+	errs := make(chan error, fs.NArg())
+	for _, addr := range fs.Args() {
+		go func() {
+			log.Printf("%s serving on %s", *name, addr)
+			errs <- http.ListenAndServe(addr, mux)
+		}()
+	}
+	return <-errs
+}
+
+// handler answers GET / with name and GET /log with seen.
+func handler(name string, seen *requestLog) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /log", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, seen.String())
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		seen.add(r.RemoteAddr + " " + r.URL.Path)
+		fmt.Fprintln(w, name)
+	})
+	return mux
+}
+
+// defaultName is $WORKLOAD_NAME, else the host name (the pod name).
+func defaultName() string {
+	if n := os.Getenv("WORKLOAD_NAME"); n != "" {
+		return n
+	}
+	n, _ := os.Hostname()
+	return n
+}
+
+// requestLog is the list of requests a server has answered.
+type requestLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *requestLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+}
+
+func (l *requestLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return ""
+	}
+	return strings.Join(l.lines, "\n") + "\n"
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestServeAnswersNameAndLogsRequests(t *testing.T) {
+	srv := httptest.NewServer(handler("web-1", &requestLog{}))
+	defer srv.Close()
+
+	var out strings.Builder
+	if err := getEach(&out, srv.URL+"/hello", 3, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "web-1\nweb-1\nweb-1\n"; got != want {
+		t.Fatalf("get printed %q, want %q", got, want)
+	}
+	resp, err := http.Get(srv.URL + "/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], " /hello") {
+		t.Fatalf("/log = %q, want 3 lines ending in /hello", body)
+	}
+}
+
+func TestGetUsesANewConnectionPerRequest(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(handler("x", &requestLog{}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	if err := getEach(io.Discard, srv.URL, 5, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := conns.Load(); n != 5 {
+		t.Fatalf("5 requests used %d connections, want 5", n)
+	}
+}
+
+func TestGetFailsOnErrorStatus(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	if err := getEach(io.Discard, srv.URL, 1, time.Second); err == nil {
+		t.Fatal("get of a 404 succeeded, want an error")
+	}
+}
