@@ -7,6 +7,7 @@
 //	workload serve [-name NAME] ADDR...     answer GET / with "NAME\n" on each ADDR
 //	workload get [-n N] [-timeout D] URL    N requests, each on a new connection
 //	workload tcp [-timeout D] ADDR          connect, copy stdin to ADDR and ADDR to stdout
+//	workload lookup [-server ADDR] NAME     resolve NAME, print one address a line
 //
 // Started as "pause" (argv[0] ending in /pause) it behaves as "workload pause",
 // so the pause image needs no arguments.
@@ -22,7 +23,8 @@ const usage = `usage:
   workload pause
   workload serve [-name NAME] ADDR...
   workload get [-n N] [-timeout D] URL
-  workload tcp [-timeout D] ADDR`
+  workload tcp [-timeout D] ADDR
+  workload lookup [-server HOST:PORT] [-timeout D] NAME`
 
 func main() {
 	args := os.Args[1:]
@@ -43,6 +45,8 @@ func main() {
 		err = get(args)
 	case "tcp":
 		err = tcp(args)
+	case "lookup":
+		err = lookup(args)
 	default:
 		fail(2, fmt.Sprintf("workload: unknown command %q\n%s", cmd, usage))
 	}
