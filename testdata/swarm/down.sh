@@ -1,0 +1,174 @@
+#!/bin/sh
+# down.sh — undoes up.sh: removes every service, leaves the swarm, stops
+# dockerd and its containerd, and removes what they left on the machine
+# (mounts, bridges, iptables rules and chains, changed sysctls) and the guard.
+# Then it compares links, netns, the nftables ruleset, the iptables rules and
+# the sysctls with the snapshot up.sh took before changing anything, and
+# fails printing the differences. Images stay cached in /var/lib/docker.
+# Running it when the swarm is down does nothing.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+start=$(date +%s.%N)
+
+[ "$(id -u)" = 0 ] || die "run me as root"
+if [ ! -d "$STATE" ]; then
+	say "not up (no $STATE): nothing to do"
+	exit 0
+fi
+
+remove_workloads() {
+	alive "$STATE/dockerd.pid" || return 0
+	services=$($DOCKER service ls -q 2>/dev/null || :)
+	[ -z "$services" ] || $DOCKER service rm $services >/dev/null
+	$DOCKER swarm leave --force >/dev/null 2>&1 || :
+	containers=$($DOCKER ps -aq)
+	[ -z "$containers" ] || $DOCKER rm -f $containers >/dev/null
+	$DOCKER network prune -f >/dev/null
+}
+
+# stop PIDFILE NAME ends the process PIDFILE names, politely first.
+stop() {
+	alive "$1" || { rm -f "$1"; return 0; }
+	pid=$(cat "$1")
+	kill -TERM "$pid"
+	i=0
+	while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		say "$2 (pid $pid) ignored SIGTERM for 20s; killing it"
+		kill -KILL "$pid"
+	fi
+	rm -f "$1"
+}
+
+# leftovers prints our processes that still run: dockerd, docker-proxy and
+# anything started with our containerd's socket (containerd, its shims).
+leftovers() {
+	for p in /proc/[0-9]*; do
+		cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+		case $cmd in
+		dockerd* | /usr/bin/dockerd* | /usr/sbin/docker-proxy* | *"$CONTAINERD_SOCK"*) echo "${p#/proc/} $cmd" ;;
+		esac
+	done
+}
+
+our_mounts() {
+	findmnt -rn -o TARGET | awk -v a="$DATA_ROOT/" -v b="$EXEC_ROOT/" -v c="$STATE/" \
+		'index($0, a) == 1 || index($0, b) == 1 || index($0, c) == 1' | sort -r
+}
+
+unmount_all() {
+	for m in $(our_mounts); do
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+}
+
+remove_links() {
+	bridges=$(ip -o link show | awk '{n = $2; sub(/:$/, "", n); sub(/@.*/, "", n)}
+		n == "docker0" || n == "docker_gwbridge" || n ~ /^br-[0-9a-f]{12}$/ || n ~ /^vx-/ {print n}')
+	for b in $bridges; do
+		for v in $(ip -o link show master "$b" 2>/dev/null | awk '{n = $2; sub(/:$/, "", n); sub(/@.*/, "", n); print n}'); do
+			ip link del "$v" 2>/dev/null || :
+		done
+		ip link del "$b"
+	done
+}
+
+# clean_iptables FAMILY (iptables or ip6tables) deletes the rules that jump to
+# Docker's chains or name its bridges and addresses, then those chains, puts
+# FORWARD's policy back and drops tables that Docker alone created.
+clean_iptables() {
+	t=$1
+	command -v $t-save >/dev/null || return 0
+	$t-save | awk '
+	/^\*/ { table = $0; n = 0; out = ""; next }
+	/^:/ { c = substr($1, 2); if (c ~ /^DOCKER/) chains[++n] = c; next }
+	/^-A / {
+		if ($2 !~ /^DOCKER/ && ($0 ~ /-[jg] DOCKER/ || $0 ~ /docker0|docker_gwbridge|br-[0-9a-f]+|198\.19\./)) {
+			sub(/^-A /, "-D "); out = out $0 "\n"
+		}
+		next
+	}
+	/^COMMIT/ {
+		if (out == "" && n == 0) next
+		print table; printf "%s", out
+		for (i = 1; i <= n; i++) print "-F " chains[i]
+		for (i = 1; i <= n; i++) print "-X " chains[i]
+		print "COMMIT"
+	}' >"$STATE/$t.undo"
+	[ ! -s "$STATE/$t.undo" ] || $t-restore --noflush <"$STATE/$t.undo"
+
+	before=$STATE/before/$t
+	family=ip
+	[ $t = iptables ] || family=ip6
+	policy=$(awk '/^\*/ { tb = $1 } tb == "*filter" && /^:FORWARD / { print $2 }' "$before")
+	if $t-save | grep -q '^\*filter'; then
+		$t -P FORWARD "${policy:-ACCEPT}"
+	fi
+	# A table absent before, now holding only empty built-in chains that
+	# accept, is one Docker created.
+	$t-save | awk '
+	/^\*/ { tb = substr($1, 2); keep = 0; next }
+	/^:/ { if ($1 !~ /^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING)$/ || $2 != "ACCEPT") keep = 1; next }
+	/^-A / { keep = 1; next }
+	/^COMMIT/ { if (!keep) print tb }' | while read -r tb; do
+		grep -qx "\*$tb" "$before" || nft delete table $family "$tb"
+	done
+}
+
+# restore_sysctls writes back every sysctl whose value differs from the
+# snapshot, net.ipv4.ip_forward first (it resets the forwarding of every
+# interface).
+restore_sysctls() {
+	sysctls | grep -Ev "$VOLATILE_SYSCTLS" | awk -F ' = ' '
+	FNR == NR { old[$1] = substr($0, length($1) + 4); next }
+	($1 in old) && substr($0, length($1) + 4) != old[$1] { print ($1 == "net.ipv4.ip_forward" ? 0 : 1) "\t" $1 }' \
+		"$STATE/before/sysctl" - | sort | cut -f2 | while read -r key; do
+		want=$(awk -F ' = ' -v k="$key" '$1 == k { print substr($0, length(k) + 4); exit }' "$STATE/before/sysctl")
+		[ "$(sysctls | awk -F ' = ' -v k="$key" '$1 == k { print substr($0, length(k) + 4) }')" != "$want" ] || continue
+		say "restoring $key = $want"
+		(printf '%s\n' "$want" >"/proc/sys/$(echo "$key" | tr . /)") 2>/dev/null ||
+			say "cannot write $key back"
+	done
+}
+
+remove_workloads
+stop "$STATE/dockerd.pid" dockerd
+stop "$STATE/containerd.pid" containerd
+rest=$(leftovers)
+[ -z "$rest" ] || die "still running after dockerd and containerd stopped:
+$rest"
+unmount_all
+remove_links
+for t in iptables ip6tables; do clean_iptables $t; done
+nft delete table inet "$GUARD_TABLE" 2>/dev/null || :
+[ ! -f "$STATE/before/sysctl" ] || restore_sysctls
+
+rm -rf "$EXEC_ROOT" "$STATE/containerd" "$CONF" /var/run/docker.sock "$ENV_FILE"
+rmdir /etc/plug-test 2>/dev/null || :
+if [ -e "$STATE/before/no-run-containerd" ] && [ ! -S /run/containerd/containerd.sock ]; then
+	rmdir /run/containerd/s /run/containerd 2>/dev/null || :
+fi
+
+if [ ! -d "$STATE/before" ]; then
+	rm -rf "$STATE"
+	say "down in $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')s (no snapshot to compare with)"
+	exit 0
+fi
+rm -rf "$STATE/after"
+snapshot "$STATE/after"
+ok=true
+compare "$STATE/before" "$STATE/after" || ok=false
+mounts=$(our_mounts)
+[ -z "$mounts" ] || { say "still mounted: $mounts"; ok=false; }
+if ! $ok; then
+	rm -rf "$STATE.failed"
+	mv "$STATE" "$STATE.failed"
+	die "the machine differs from before up.sh (above); snapshots kept in $STATE.failed"
+fi
+rm -rf "$STATE"
+say "down in $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')s; machine as before up.sh"
