@@ -13,8 +13,8 @@ import (
 
 // serve answers HTTP on every address given. GET / returns the workload's
 // name; GET /log returns one line per request seen so far ("REMOTE PATH"),
-// not counting requests for /log itself, so a test can prove a process was
-// never reached.
+// not counting requests for /log and /whoami, so a test can prove a process
+// was never reached; GET /whoami returns the identity the process runs as.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	name := fs.String("name", defaultName(), "the name GET / answers with")
@@ -38,6 +38,9 @@ func handler(name string, seen *requestLog) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /log", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, seen.String())
+	})
+	mux.HandleFunc("GET /whoami", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, whoami())
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		seen.add(r.RemoteAddr + " " + r.URL.Path)

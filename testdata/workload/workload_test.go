@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,5 +60,18 @@ func TestGetFailsOnErrorStatus(t *testing.T) {
 	defer srv.Close()
 	if err := getEach(io.Discard, srv.URL, 1, time.Second); err == nil {
 		t.Fatal("get of a 404 succeeded, want an error")
+	}
+}
+
+func TestWhoamiNamesTheProcessIdentity(t *testing.T) {
+	srv := httptest.NewServer(handler("x", &requestLog{}))
+	defer srv.Close()
+	var out strings.Builder
+	if err := getEach(&out, srv.URL+"/whoami", 1, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("uid=%d\ngid=%d\n", os.Getuid(), os.Getgid())
+	if !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), "capeff=") {
+		t.Fatalf("/whoami = %q, want it to start with %q and name capeff", out.String(), want)
 	}
 }
