@@ -1,0 +1,227 @@
+package kubeplatform
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"plug/k8sapi"
+	"plug/tunnel"
+)
+
+// Maintain runs until ctx ends; see tunnel.Platform. At once, it sweeps
+// the receipts of the namespace, giving back those whose holder is gone —
+// including, since this agent has just started, those naming this very pod.
+// Then it renews the heartbeat of every name held here (every Heartbeat),
+// sweeps again (every SweepEvery), and keeps the endpoints of the held
+// names as their receipts say, at once on every change of the namespace's
+// EndpointSlices and Pods it is allowed to watch.
+func (p *Platform) Maintain(ctx context.Context) error {
+	p.sweep(ctx, true)
+	go follow(ctx, p, p.c.EndpointSlices(p.ns), k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName}, "endpoint slices")
+	go follow(ctx, p, p.c.Pods(p.ns), k8sapi.ListOptions{}, "pods")
+	beat := time.NewTicker(p.times.Heartbeat)
+	defer beat.Stop()
+	sweep := time.NewTicker(p.times.SweepEvery)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-beat.C:
+			p.retryPending(ctx)
+			p.tendAll(ctx, true)
+		case <-sweep.C:
+			p.sweep(ctx, false)
+		case <-p.kick:
+			p.tendAll(ctx, false)
+		}
+	}
+}
+
+// follow kicks the guard on every change of res, for as long as ctx lasts
+// and the agent may watch it.
+func follow[T any](ctx context.Context, p *Platform, res k8sapi.Resource[T], opts k8sapi.ListOptions, what string) {
+	err := res.Follow(ctx, opts, 10*time.Second, k8sapi.Handler[T]{
+		Synced:  func([]T) { p.kickGuard() },
+		Changed: func(k8sapi.Event[T]) { p.kickGuard() },
+	})
+	if ctx.Err() == nil {
+		p.logf("not watching %s (%v): the endpoints of served names are checked every %s instead of at once", what, err, p.times.Heartbeat)
+	}
+}
+
+func (p *Platform) tendAll(ctx context.Context, renew bool) {
+	for _, name := range p.heldNames() {
+		if err := p.tend(ctx, name, renew); err != nil {
+			p.logf("%s: %v", name, err)
+		}
+	}
+}
+
+// tend checks a name held here: still this run's (else the run is told it
+// was lost), not changed back by someone else (else the run is told, and
+// plug does not fight it), its heartbeat renewed when renew is set, and its
+// endpoints as the receipt says.
+func (p *Platform) tend(ctx context.Context, name string, renew bool) error {
+	h := p.holdingOf(name)
+	if h == nil {
+		return nil
+	}
+	svc, err := p.c.Services(p.ns).Get(ctx, name)
+	if k8sapi.IsNotFound(err) {
+		p.lost(name, fmt.Sprintf("the Service %s was deleted by someone else; the name no longer reaches this run", name))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r, has, _ := receiptOf(svc)
+	switch {
+	case !has:
+		p.lost(name, fmt.Sprintf("%s was given back while this run still served it (its receipt is gone); the name no longer reaches this run", name))
+		return nil
+	case r.Holder.Run != h.run:
+		p.lost(name, fmt.Sprintf("%s was given back while this run still served it, and is now served by %s", name, r.Holder.tunnel()))
+		return nil
+	case r.Pod != p.pod:
+		p.forget(name, 0) // the run reconnected to another agent, which holds it now
+		return nil
+	case !r.Created && len(svc.Spec.Selector) > 0:
+		if p.markReverted(name) {
+			p.logf("%s: its selector was put back by someone else while served", name)
+			notify(h, tunnel.Event{Name: name, Kind: tunnel.EventWarning, Text: fmt.Sprintf(
+				"%s was changed back by someone else (its selector %s is back): the deployed pods answer it again; plug does not fight that change", name, selectorString(svc.Spec.Selector))})
+		}
+		return nil
+	}
+	if renew {
+		err := k8sapi.RetryOnConflict(ctx, func() error {
+			cur, err := p.c.Services(p.ns).Get(ctx, name)
+			if err != nil {
+				return err
+			}
+			if cr, ok, _ := receiptOf(cur); !ok || cr.Holder.Run != h.run || cr.Pod != p.pod {
+				return nil // changed hands; the next tend says so
+			}
+			ops := append([]k8sapi.PatchOp{ifVersion(cur)}, setAnnotations(cur, map[string]string{AnnotationHeartbeat: heartbeatNow()})...)
+			svc, err = p.c.Services(p.ns).JSONPatch(ctx, name, ops)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("renewing the heartbeat: %w", err)
+		}
+	}
+	return p.settle(ctx, svc, r)
+}
+
+// retryPending tries again to give back what Release could not.
+func (p *Platform) retryPending(ctx context.Context) {
+	p.mu.Lock()
+	var todo []tunnel.Binding
+	for _, b := range p.pending {
+		todo = append(todo, b)
+	}
+	p.mu.Unlock()
+	for _, b := range todo {
+		if err := k8sapi.RetryOnConflict(ctx, func() error { return p.releaseOnce(ctx, b) }); err != nil {
+			p.logf("%s: still cannot give it back: %v", b.Name, err)
+			continue
+		}
+		p.mu.Lock()
+		if cur, ok := p.pending[b.Name]; ok && cur.Holder.Run == b.Holder.Run && cur.Port == b.Port {
+			delete(p.pending, b.Name)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// sweep gives back every receipt of the namespace whose holder is gone,
+// and deletes plug's EndpointSlices whose Service carries no receipt. Any
+// number of agents may sweep at once: each write applies only to the
+// version of the object it was decided on.
+func (p *Platform) sweep(ctx context.Context, boot bool) {
+	// Slices are listed before Services: a slice that exists before the
+	// Services are read has its receipt written already, unless given back.
+	plugSlices, err := p.c.EndpointSlices(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: k8sapi.LabelSliceManagedBy + "=" + ManagedBy})
+	if err != nil {
+		p.logf("sweep: listing plug's endpoint slices: %v", err)
+		return
+	}
+	svcs, err := p.c.Services(p.ns).List(ctx, k8sapi.ListOptions{})
+	if err != nil {
+		p.logf("sweep: listing Services: %v", err)
+		return
+	}
+	withReceipt := map[string]bool{}
+	for _, svc := range svcs.Items {
+		r, has, err := receiptOf(&svc)
+		if !has {
+			continue
+		}
+		withReceipt[svc.Metadata.Name] = true
+		if err != nil {
+			p.logf("sweep: %v; left alone", err)
+			continue
+		}
+		if err := p.sweepOne(ctx, &svc, r, boot); err != nil {
+			p.logf("sweep: %s: %v", svc.Metadata.Name, err)
+		}
+	}
+	for _, s := range plugSlices.Items {
+		svcName := s.Metadata.Labels[k8sapi.LabelServiceName]
+		if withReceipt[svcName] {
+			continue
+		}
+		err := p.c.EndpointSlices(p.ns).Delete(ctx, s.Metadata.Name, &k8sapi.Preconditions{UID: s.Metadata.UID})
+		if err != nil && !k8sapi.IsNotFound(err) {
+			p.logf("sweep: deleting the leftover endpoint slice %s: %v", s.Metadata.Name, err)
+		} else if err == nil {
+			p.logf("sweep: deleted the leftover endpoint slice %s of %s", s.Metadata.Name, svcName)
+		}
+	}
+}
+
+// sweepOne gives svc back if the holder of its receipt r is gone.
+func (p *Platform) sweepOne(ctx context.Context, svc *k8sapi.Service, r receipt, boot bool) error {
+	if p.holds(svc.Metadata.Name, r) {
+		return nil
+	}
+	why, err := p.abandoned(ctx, svc, r, boot)
+	if why == "" || err != nil {
+		return err
+	}
+	p.logf("sweep: giving %s back: %s", svc.Metadata.Name, why)
+	err = p.giveBack(ctx, svc, r)
+	if k8sapi.IsConflict(err) {
+		return nil // changed since it was read: the next sweep decides again
+	}
+	return err
+}
+
+// abandoned says why the holder of receipt r on svc is gone, or "" when it
+// may still be alive: its heartbeat is stale, its agent pod no longer
+// exists, or (at boot) it names this pod, which has just started and so
+// holds no runs.
+func (p *Platform) abandoned(ctx context.Context, svc *k8sapi.Service, r receipt, boot bool) (string, error) {
+	if boot && p.pod != "" && r.Pod == p.pod {
+		return fmt.Sprintf("it names this agent pod %s, which has just started", p.pod), nil
+	}
+	if age := time.Since(heartbeatOf(svc)); age > p.times.Stale {
+		return fmt.Sprintf("its holder's heartbeat is %s old", age.Round(time.Second)), nil
+	}
+	if r.Pod == "" || r.Pod == p.pod {
+		return "", nil
+	}
+	pod, err := p.c.Pods(p.ns).Get(ctx, r.Pod)
+	if k8sapi.IsNotFound(err) {
+		return fmt.Sprintf("its agent pod %s is gone", r.Pod), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("checking its agent pod %s: %w", r.Pod, err)
+	}
+	if pod.Status.Phase == "Failed" || pod.Status.Phase == "Succeeded" {
+		return fmt.Sprintf("its agent pod %s has stopped (%s)", r.Pod, pod.Status.Phase), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,210 @@
+package kubeplatform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"plug/k8sapi"
+	"plug/tunnel"
+)
+
+// errReread asks Serve to read the Service again and start over.
+var errReread = errors.New("the Service changed; read it again")
+
+// Serve makes b.Name:b.Port reach this agent on b.Target; see
+// tunnel.Platform. A new name becomes a Service of plug's; a deployed
+// Service is taken over with a receipt; a name the same run already holds
+// (a reconnect, or another port of it) is extended. A receipt left by a
+// holder that is gone is given back first, as the sweep would.
+func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
+	if err := checkBinding(b); err != nil {
+		return tunnel.Served{}, err
+	}
+	if b.Holder.Agent == "" {
+		b.Holder.Agent = p.pod
+	}
+	if b.Holder.Since.IsZero() {
+		b.Holder.Since = time.Now()
+	}
+	var err error
+	for range 8 {
+		var served tunnel.Served
+		served, err = p.serveOnce(ctx, b)
+		if errors.Is(err, errReread) || k8sapi.IsConflict(err) || k8sapi.IsAlreadyExists(err) {
+			continue
+		}
+		return served, err
+	}
+	return tunnel.Served{}, fmt.Errorf("serving %s: the Service kept changing under plug; try again: %w", b.Name, err)
+}
+
+func (p *Platform) serveOnce(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
+	svc, err := p.c.Services(p.ns).Get(ctx, b.Name)
+	if k8sapi.IsNotFound(err) {
+		return p.create(ctx, b)
+	}
+	if err != nil {
+		return tunnel.Served{}, fmt.Errorf("reading the Service %s: %w", b.Name, err)
+	}
+	r, has, err := receiptOf(svc)
+	if err != nil {
+		return tunnel.Served{}, refused(b.Name, "%v; plug leaves it alone: choose another name, or remove the annotation by hand once you know who wrote it", err)
+	}
+	if !has {
+		return p.takeOver(ctx, svc, b)
+	}
+	if r.Holder.Run == b.Holder.Run {
+		return p.extend(ctx, svc, r, b)
+	}
+	if why, err := p.abandoned(ctx, svc, r, false); err != nil {
+		return tunnel.Served{}, err
+	} else if why != "" {
+		p.logf("giving %s back before serving it again: %s", b.Name, why)
+		if err := p.giveBack(ctx, svc, r); err != nil && !k8sapi.IsConflict(err) {
+			return tunnel.Served{}, err
+		}
+		return tunnel.Served{}, errReread
+	}
+	return tunnel.Served{}, &tunnel.HeldError{Name: b.Name, Holder: r.Holder.tunnel()}
+}
+
+// create makes b.Name a new Service of plug's, answered by this agent.
+func (p *Platform) create(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
+	r := receipt{Holder: holderOf(b.Holder), Pod: p.pod, PodIP: p.ip.String(), Created: true,
+		Serves: []servedPort{{Port: b.Port, Target: b.Target}}}
+	svc := &k8sapi.Service{
+		TypeMeta: k8sapi.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		Metadata: k8sapi.ObjectMeta{
+			Name:        b.Name,
+			Labels:      map[string]string{LabelManagedBy: ManagedBy},
+			Annotations: map[string]string{AnnotationReceipt: r.encode(), AnnotationHeartbeat: heartbeatNow()},
+		},
+		Spec: k8sapi.ServiceSpec{Type: k8sapi.ServiceClusterIP, Ports: []k8sapi.ServicePort{createdPort(b.Port)}},
+	}
+	created, err := p.c.Services(p.ns).Create(ctx, svc)
+	if err != nil {
+		if k8sapi.IsInvalid(err) {
+			return tunnel.Served{}, refused(b.Name, "the cluster refused the Service %s: %v", b.Name, err)
+		}
+		return tunnel.Served{}, fmt.Errorf("creating the Service %s: %w", b.Name, err)
+	}
+	if err := p.settleOrUndo(ctx, created, r, b); err != nil {
+		return tunnel.Served{}, err
+	}
+	return tunnel.Served{Detail: fmt.Sprintf("%s:%d is a new name in namespace %s, answered by this run until it ends", b.Name, b.Port, p.ns)}, nil
+}
+
+// createdPort is port as a port of a Service plug creates. Ports are named,
+// since a Service with several ports must name each.
+func createdPort(port int) k8sapi.ServicePort {
+	return k8sapi.ServicePort{Name: fmt.Sprintf("tcp-%d", port), Protocol: "TCP", Port: port, TargetPort: &k8sapi.IntOrString{Int: port}}
+}
+
+// takeOver parks the deployed Service svc and points b.Port at this agent.
+func (p *Platform) takeOver(ctx context.Context, svc *k8sapi.Service, b tunnel.Binding) (tunnel.Served, error) {
+	if _, err := checkTakeover(svc, b); err != nil {
+		return tunnel.Served{}, err
+	}
+	r := receipt{Holder: holderOf(b.Holder), Pod: p.pod, PodIP: p.ip.String(),
+		Serves:   []servedPort{{Port: b.Port, Target: b.Target}},
+		Original: &original{Selector: svc.Spec.Selector, Ports: svc.Spec.Ports}}
+	ops := []k8sapi.PatchOp{
+		ifVersion(svc),
+		{Op: "remove", Path: "/spec/selector"},
+	}
+	ops = append(ops, setAnnotations(svc, map[string]string{AnnotationReceipt: r.encode(), AnnotationHeartbeat: heartbeatNow()})...)
+	parked, err := p.c.Services(p.ns).JSONPatch(ctx, svc.Metadata.Name, ops)
+	if err != nil {
+		return tunnel.Served{}, fmt.Errorf("taking over the Service %s: %w", b.Name, err)
+	}
+	if err := p.settleOrUndo(ctx, parked, r, b); err != nil {
+		return tunnel.Served{}, err
+	}
+	return tunnel.Served{TookOver: true, Detail: fmt.Sprintf(
+		"%s:%d now reaches this run; the deployed %s (selector %s) is parked until the run ends, its ClusterIP %s kept",
+		b.Name, b.Port, b.Name, selectorString(r.Original.Selector), svc.Spec.ClusterIP)}, nil
+}
+
+// extend serves b on a name the same run already holds: another port of
+// it, or the same port again after the run reconnected (maybe to another
+// agent replica, which then becomes the holder).
+func (p *Platform) extend(ctx context.Context, svc *k8sapi.Service, r receipt, b tunnel.Binding) (tunnel.Served, error) {
+	nr := r
+	if r.Pod != p.pod || r.PodIP != p.ip.String() {
+		// The run moved here: only what this agent serves is served now.
+		nr.Pod, nr.PodIP, nr.Holder.Agent, nr.Serves = p.pod, p.ip.String(), b.Holder.Agent, p.servesHere(b.Name)
+	}
+	nr = nr.withServed(b.Port, b.Target)
+	ops := []k8sapi.PatchOp{ifVersion(svc)}
+	if r.Created {
+		if portName(svc.Spec.Ports, b.Port) == "" {
+			ops = append(ops, k8sapi.PatchOp{Op: "add", Path: "/spec/ports/-", Value: createdPort(b.Port)})
+		}
+	} else {
+		orig := &k8sapi.Service{Metadata: svc.Metadata, Spec: k8sapi.ServiceSpec{Selector: r.Original.Selector, Ports: r.Original.Ports}}
+		if _, err := checkTakeover(orig, b); err != nil {
+			return tunnel.Served{}, err
+		}
+	}
+	ops = append(ops, setAnnotations(svc, map[string]string{AnnotationReceipt: nr.encode(), AnnotationHeartbeat: heartbeatNow()})...)
+	updated, err := p.c.Services(p.ns).JSONPatch(ctx, svc.Metadata.Name, ops)
+	if err != nil {
+		return tunnel.Served{}, fmt.Errorf("serving %s:%d: %w", b.Name, b.Port, err)
+	}
+	if err := p.settleOrUndo(ctx, updated, nr, b); err != nil {
+		return tunnel.Served{}, err
+	}
+	return tunnel.Served{TookOver: !r.Created, Detail: fmt.Sprintf("%s:%d reaches this run", b.Name, b.Port)}, nil
+}
+
+// settleOrUndo writes the endpoints of svc that r calls for and records
+// the binding as held here. When that fails, it gives the name back (or
+// leaves the receipt for the sweep if even that fails) and returns why.
+func (p *Platform) settleOrUndo(ctx context.Context, svc *k8sapi.Service, r receipt, b tunnel.Binding) error {
+	p.hold(b)
+	err := p.settle(ctx, svc, r)
+	if err == nil {
+		p.kickGuard()
+		return nil
+	}
+	p.forget(b.Name, b.Port)
+	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if uerr := p.releaseWithRetry(undoCtx, b); uerr != nil {
+		p.logf("%s is left with its receipt for the sweep: %v", b.Name, uerr)
+	}
+	return fmt.Errorf("serving %s: %w (nothing is left changed)", b.Name, err)
+}
+
+// ifVersion is a JSON patch operation that makes the patch apply only to
+// the version of svc it was computed from: the API server answers Conflict
+// if the object changed since.
+func ifVersion(svc *k8sapi.Service) k8sapi.PatchOp {
+	return k8sapi.PatchOp{Op: "replace", Path: "/metadata/resourceVersion", Value: svc.Metadata.ResourceVersion}
+}
+
+// setAnnotations are the JSON patch operations setting values on svc.
+func setAnnotations(svc *k8sapi.Service, values map[string]string) []k8sapi.PatchOp {
+	if svc.Metadata.Annotations == nil {
+		return []k8sapi.PatchOp{{Op: "add", Path: "/metadata/annotations", Value: values}}
+	}
+	var ops []k8sapi.PatchOp
+	for k, v := range values {
+		ops = append(ops, k8sapi.PatchOp{Op: "add", Path: "/metadata/annotations/" + k8sapi.PointerEscape(k), Value: v})
+	}
+	return ops
+}
+
+// removeAnnotations are the JSON patch operations removing the keys that
+// svc has.
+func removeAnnotations(svc *k8sapi.Service, keys ...string) []k8sapi.PatchOp {
+	var ops []k8sapi.PatchOp
+	for _, k := range keys {
+		if _, ok := svc.Metadata.Annotations[k]; ok {
+			ops = append(ops, k8sapi.PatchOp{Op: "remove", Path: "/metadata/annotations/" + k8sapi.PointerEscape(k)})
+		}
+	}
+	return ops
+}

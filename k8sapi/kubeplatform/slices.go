@@ -1,0 +1,282 @@
+package kubeplatform
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"plug/k8sapi"
+)
+
+// sliceLabels are the labels of plug's EndpointSlices of Service name.
+func sliceLabels(name string) map[string]string {
+	return map[string]string{
+		k8sapi.LabelServiceName:    name,
+		k8sapi.LabelSliceManagedBy: ManagedBy,
+		LabelManagedBy:             ManagedBy,
+	}
+}
+
+// plugSlicesOf selects plug's EndpointSlices of Service name.
+func plugSlicesOf(name string) k8sapi.ListOptions {
+	return k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName + "=" + name + "," + k8sapi.LabelSliceManagedBy + "=" + ManagedBy}
+}
+
+// selectorString writes a label selector matching every pair of sel.
+func selectorString(sel map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		parts = append(parts, k+"="+sel[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func addressType(ip string) string {
+	if strings.Contains(ip, ":") {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+func newSlice(svc *k8sapi.Service, name, addrType string) k8sapi.EndpointSlice {
+	return k8sapi.EndpointSlice{
+		TypeMeta: k8sapi.TypeMeta{APIVersion: k8sapi.KindEndpointSlice.APIVersion(), Kind: k8sapi.KindEndpointSlice.Name},
+		Metadata: k8sapi.ObjectMeta{
+			Name:   name,
+			Labels: sliceLabels(svc.Metadata.Name),
+			OwnerReferences: []k8sapi.OwnerReference{{
+				APIVersion: "v1", Kind: "Service", Name: svc.Metadata.Name, UID: svc.Metadata.UID,
+			}},
+		},
+		AddressType: addrType,
+	}
+}
+
+// portName is the name of svc's TCP port number port ("" when unnamed).
+func portName(ports []k8sapi.ServicePort, port int) string {
+	for _, sp := range ports {
+		if sp.Port == port && (sp.Protocol == "" || sp.Protocol == "TCP") {
+			return sp.Name
+		}
+	}
+	return ""
+}
+
+// agentSlice is the EndpointSlice that sends the ports the receipt serves
+// to the agent pod holding the run.
+func (p *Platform) agentSlice(svc *k8sapi.Service, r receipt) k8sapi.EndpointSlice {
+	s := newSlice(svc, svc.Metadata.Name+"-plug", addressType(r.PodIP))
+	ready := true
+	ep := k8sapi.Endpoint{Addresses: []string{r.PodIP}, Conditions: k8sapi.EndpointConditions{Ready: &ready}}
+	if r.Pod != "" {
+		ep.TargetRef = &k8sapi.ObjectReference{Kind: "Pod", Namespace: p.ns, Name: r.Pod}
+	}
+	s.Endpoints = []k8sapi.Endpoint{ep}
+	for _, served := range r.Serves {
+		s.Ports = append(s.Ports, k8sapi.EndpointPort{Name: portName(svc.Spec.Ports, served.Port), Port: served.Target, Protocol: "TCP"})
+	}
+	return s
+}
+
+// unservedPorts are the ports of the original Service the run does not
+// serve: they keep answering from the deployed pods.
+func unservedPorts(r receipt) []k8sapi.ServicePort {
+	if r.Original == nil {
+		return nil
+	}
+	var out []k8sapi.ServicePort
+	for _, sp := range r.Original.Ports {
+		tcp := sp.Protocol == "" || sp.Protocol == "TCP"
+		if _, served := r.serving(sp.Port); served && tcp {
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// resolvePorts maps each of ports to the port pod listens on for it, as
+// the EndpointSlice controller would; ok is false when a named target port
+// is not declared by the pod.
+func resolvePorts(ports []k8sapi.ServicePort, pod k8sapi.Pod) (out []k8sapi.EndpointPort, ok bool) {
+	for _, sp := range ports {
+		proto := sp.Protocol
+		if proto == "" {
+			proto = "TCP"
+		}
+		target := sp.Port
+		if sp.TargetPort != nil {
+			target = sp.TargetPort.Int
+			if sp.TargetPort.String != "" {
+				target = namedPort(pod, sp.TargetPort.String, proto)
+				if target == 0 {
+					return nil, false
+				}
+			}
+		}
+		out = append(out, k8sapi.EndpointPort{Name: sp.Name, Port: target, Protocol: proto})
+	}
+	return out, true
+}
+
+func namedPort(pod k8sapi.Pod, name, proto string) int {
+	for _, c := range pod.Spec.Containers {
+		for _, cp := range c.Ports {
+			cpProto := cp.Protocol
+			if cpProto == "" {
+				cpProto = "TCP"
+			}
+			if cp.Name == name && cpProto == proto {
+				return cp.ContainerPort
+			}
+		}
+	}
+	return 0
+}
+
+// podSlices are the EndpointSlices sending the unserved ports of a
+// taken-over Service to the ready pods matching its original selector: one
+// slice per distinct mapping of ports (pods may number a named port
+// differently).
+func (p *Platform) podSlices(svc *k8sapi.Service, r receipt, pods []k8sapi.Pod) []k8sapi.EndpointSlice {
+	ports := unservedPorts(r)
+	if len(ports) == 0 {
+		return nil
+	}
+	groups := map[string][]k8sapi.Pod{}
+	portsOf := map[string][]k8sapi.EndpointPort{}
+	for _, pod := range pods {
+		if !pod.Ready() || addressType(pod.Status.PodIP) != addressType(r.PodIP) {
+			continue
+		}
+		resolved, ok := resolvePorts(ports, pod)
+		if !ok {
+			continue
+		}
+		key := fmt.Sprint(resolved)
+		groups[key] = append(groups[key], pod)
+		portsOf[key] = resolved
+	}
+	var out []k8sapi.EndpointSlice
+	for i, key := range slices.Sorted(maps.Keys(groups)) {
+		name := svc.Metadata.Name + "-plug-pods"
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", name, i+1)
+		}
+		s := newSlice(svc, name, addressType(r.PodIP))
+		s.Ports = portsOf[key]
+		members := groups[key]
+		sort.Slice(members, func(a, b int) bool { return members[a].Metadata.Name < members[b].Metadata.Name })
+		for _, pod := range members {
+			ready := true
+			s.Endpoints = append(s.Endpoints, k8sapi.Endpoint{
+				Addresses:  []string{pod.Status.PodIP},
+				Conditions: k8sapi.EndpointConditions{Ready: &ready},
+				TargetRef:  &k8sapi.ObjectReference{Kind: "Pod", Namespace: p.ns, Name: pod.Metadata.Name, UID: pod.Metadata.UID},
+				NodeName:   pod.Spec.NodeName,
+			})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// settle makes the endpoints of svc what its receipt says: plug's slices
+// written (the agent's, and for a taken-over Service the deployed pods'
+// for the unserved ports), and for a taken-over Service the slices of
+// every other writer and the legacy Endpoints deleted, so that kube-proxy
+// sends nothing elsewhere.
+func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt) error {
+	want := []k8sapi.EndpointSlice{p.agentSlice(svc, r)}
+	if ports := unservedPorts(r); len(ports) > 0 {
+		pods, err := p.c.Pods(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: selectorString(r.Original.Selector)})
+		if err != nil {
+			return fmt.Errorf("listing the pods behind %s's unserved ports: %w", svc.Metadata.Name, err)
+		}
+		want = append(want, p.podSlices(svc, r, pods.Items)...)
+	}
+	if err := p.syncSlices(ctx, svc.Metadata.Name, want); err != nil {
+		return err
+	}
+	if r.Created {
+		return nil
+	}
+	return p.dropForeign(ctx, svc.Metadata.Name)
+}
+
+// syncSlices makes plug's EndpointSlices of Service name exactly want.
+func (p *Platform) syncSlices(ctx context.Context, name string, want []k8sapi.EndpointSlice) error {
+	slicesAPI := p.c.EndpointSlices(p.ns)
+	have, err := slicesAPI.List(ctx, plugSlicesOf(name))
+	if err != nil {
+		return fmt.Errorf("listing plug's endpoint slices of %s: %w", name, err)
+	}
+	current := map[string]k8sapi.EndpointSlice{}
+	for _, s := range have.Items {
+		current[s.Metadata.Name] = s
+	}
+	for _, w := range want {
+		cur, exists := current[w.Metadata.Name]
+		delete(current, w.Metadata.Name)
+		switch {
+		case !exists:
+			if _, err := slicesAPI.Create(ctx, &w); err != nil {
+				return fmt.Errorf("writing the endpoint slice %s: %w", w.Metadata.Name, err)
+			}
+		case !sameSlice(cur, w):
+			w.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
+			if _, err := slicesAPI.Update(ctx, w.Metadata.Name, &w); err != nil {
+				return fmt.Errorf("updating the endpoint slice %s: %w", w.Metadata.Name, err)
+			}
+		}
+	}
+	for stale := range current {
+		if err := slicesAPI.Delete(ctx, stale, nil); err != nil && !k8sapi.IsNotFound(err) {
+			return fmt.Errorf("deleting the endpoint slice %s: %w", stale, err)
+		}
+	}
+	return nil
+}
+
+func sameSlice(a, b k8sapi.EndpointSlice) bool {
+	return a.AddressType == b.AddressType && reflect.DeepEqual(a.Endpoints, b.Endpoints) &&
+		reflect.DeepEqual(a.Ports, b.Ports) && reflect.DeepEqual(a.Metadata.Labels, b.Metadata.Labels) &&
+		reflect.DeepEqual(a.Metadata.OwnerReferences, b.Metadata.OwnerReferences)
+}
+
+// dropForeign deletes the EndpointSlices of Service name that plug did not
+// write (the EndpointSlice controller's, the mirroring controller's) and
+// the legacy Endpoints, which the mirroring controller would copy into a
+// slice again. kube-proxy merges every slice of a Service, so any left
+// would split the traffic between the run and the deployed pods.
+func (p *Platform) dropForeign(ctx context.Context, name string) error {
+	slicesAPI := p.c.EndpointSlices(p.ns)
+	all, err := slicesAPI.List(ctx, k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName + "=" + name})
+	if err != nil {
+		return fmt.Errorf("listing the endpoint slices of %s: %w", name, err)
+	}
+	foreign := 0
+	for _, s := range all.Items {
+		if s.Metadata.Labels[k8sapi.LabelSliceManagedBy] == ManagedBy {
+			continue
+		}
+		foreign++
+		pre := &k8sapi.Preconditions{UID: s.Metadata.UID}
+		if err := slicesAPI.Delete(ctx, s.Metadata.Name, pre); err != nil && !k8sapi.IsNotFound(err) && !k8sapi.IsConflict(err) {
+			return fmt.Errorf("deleting the endpoint slice %s that %s wrote: %w", s.Metadata.Name, s.Metadata.Labels[k8sapi.LabelSliceManagedBy], err)
+		}
+	}
+	if err := p.c.Endpoints(p.ns).Delete(ctx, name, nil); err != nil && !k8sapi.IsNotFound(err) {
+		return fmt.Errorf("deleting the legacy Endpoints of %s: %w", name, err)
+	}
+	return nil
+}
+
+// deletePlugSlices deletes every EndpointSlice plug wrote for Service name.
+func (p *Platform) deletePlugSlices(ctx context.Context, name string) error {
+	return p.syncSlices(ctx, name, nil)
+}
