@@ -27,7 +27,7 @@ type rule struct {
 // rules are every permission the agent's features use; deploy/plug-k8s.yaml
 // grants each, and deploy/README.md explains each.
 var rules = []rule{
-	{"", "services", "", []string{"get", "list", "create", "update", "patch", "delete"},
+	{"", "services", "", []string{"get", "list", "create", "patch", "delete"},
 		"-s: create a name, take over a deployed Service and restore it, sweep receipts", true},
 	{"", "services", "", []string{"watch"},
 		"-s: see at once when a served Service is changed back", true},

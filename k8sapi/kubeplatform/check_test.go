@@ -1,0 +1,145 @@
+package kubeplatform
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"plug/k8sapi"
+	"plug/tunnel"
+)
+
+func binding(name string, port, target int) tunnel.Binding {
+	return tunnel.Binding{Name: name, Port: port, Target: target, Holder: tunnel.Holder{Run: "run-1"}}
+}
+
+func TestBadBindingsAreRefusedSayingWhy(t *testing.T) {
+	cases := []struct {
+		b    tunnel.Binding
+		want string
+	}{
+		{binding("Web", 80, 2000), "not a valid Service name"},
+		{binding("9web", 80, 2000), "starting with a letter"},
+		{binding("web-", 80, 2000), "not a valid Service name"},
+		{binding(strings.Repeat("a", 64), 80, 2000), "at most 63"},
+		{binding("web", 0, 2000), "out of range"},
+		{binding("web", 70000, 2000), "give a port from 1 to 65535"},
+		{binding("web", 80, 0), "agent's port"},
+	}
+	for _, tc := range cases {
+		err := checkBinding(tc.b)
+		var r *RefusedError
+		if !errors.As(err, &r) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("checkBinding(%q:%d:%d) = %v, want a RefusedError saying %q", tc.b.Name, tc.b.Port, tc.b.Target, err, tc.want)
+		}
+	}
+	if err := checkBinding(binding("web-1", 8080, 40000)); err != nil {
+		t.Errorf("a valid binding was refused: %v", err)
+	}
+}
+
+func TestServicesPlugCannotTakeOverAreRefusedSayingWhy(t *testing.T) {
+	web := func(mod func(*k8sapi.Service)) *k8sapi.Service {
+		s := &k8sapi.Service{Metadata: k8sapi.ObjectMeta{Name: "web"}, Spec: k8sapi.ServiceSpec{
+			Type: "ClusterIP", ClusterIP: "198.18.16.20", Selector: map[string]string{"app": "web"},
+			Ports: []k8sapi.ServicePort{{Name: "http", Port: 80, Protocol: "TCP"}, {Name: "dns", Port: 53, Protocol: "UDP"}},
+		}}
+		mod(s)
+		return s
+	}
+	cases := []struct {
+		svc  *k8sapi.Service
+		port int
+		want string
+	}{
+		{web(func(s *k8sapi.Service) { s.Spec.Type, s.Spec.ExternalName = "ExternalName", "db.example.org" }), 80, "ExternalName Service (an alias of db.example.org"},
+		{web(func(s *k8sapi.Service) { s.Spec.ClusterIP = "None" }), 80, "headless Service"},
+		{web(func(s *k8sapi.Service) { s.Spec.Selector = nil }), 80, "has no selector"},
+		{web(func(*k8sapi.Service) {}), 8080, "answers on 80/TCP, 53/UDP, not on 8080/TCP; serve one of its TCP ports (e.g. -s web:80:LOCALPORT)"},
+		{web(func(*k8sapi.Service) {}), 53, "not on 53/TCP"},
+	}
+	for _, tc := range cases {
+		_, err := checkTakeover(tc.svc, binding("web", tc.port, 2000))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("port %d of %+v: got %v, want %q", tc.port, tc.svc.Spec, err, tc.want)
+		}
+	}
+	sp, err := checkTakeover(web(func(*k8sapi.Service) {}), binding("web", 80, 2000))
+	if err != nil || sp.Name != "http" {
+		t.Errorf("port 80: got %+v, %v", sp, err)
+	}
+}
+
+func TestReceiptServedPorts(t *testing.T) {
+	r := receipt{}.withServed(443, 2001).withServed(80, 2000).withServed(443, 2002)
+	if got, ok := r.serving(443); !ok || got != 2002 || len(r.Serves) != 2 || r.Serves[0].Port != 80 {
+		t.Fatalf("serves %+v", r.Serves)
+	}
+	if rest := r.without(80); len(rest.Serves) != 1 || len(r.Serves) != 2 {
+		t.Fatalf("without(80) = %+v and changed the original to %+v", rest.Serves, r.Serves)
+	}
+	if rest := r.without(0); len(rest.Serves) != 0 {
+		t.Fatalf("without(0) = %+v, want nothing served", rest.Serves)
+	}
+}
+
+func TestUnservedPortsGoToReadyPodsByTheirOwnPortNumbers(t *testing.T) {
+	p := &Platform{ns: "ns"}
+	svc := &k8sapi.Service{Metadata: k8sapi.ObjectMeta{Name: "web", UID: "u1"}}
+	r := receipt{PodIP: "198.18.0.9", Serves: []servedPort{{Port: 80, Target: 40000}}, Original: &original{
+		Selector: map[string]string{"app": "web"},
+		Ports: []k8sapi.ServicePort{
+			{Name: "http", Port: 80, TargetPort: &k8sapi.IntOrString{Int: 8080}},
+			{Name: "admin", Port: 9000, TargetPort: &k8sapi.IntOrString{String: "admin"}},
+		},
+	}}
+	pod := func(name, ip string, ready bool, adminPort int) k8sapi.Pod {
+		status := "False"
+		if ready {
+			status = "True"
+		}
+		return k8sapi.Pod{
+			Metadata: k8sapi.ObjectMeta{Name: name},
+			Spec:     k8sapi.PodSpec{Containers: []k8sapi.Container{{Name: "c", Ports: []k8sapi.ContainerPort{{Name: "admin", ContainerPort: adminPort}}}}},
+			Status:   k8sapi.PodStatus{PodIP: ip, Conditions: []k8sapi.PodCondition{{Type: "Ready", Status: status}}},
+		}
+	}
+	got := p.podSlices(svc, r, []k8sapi.Pod{
+		pod("web-b", "198.18.0.11", true, 9100),
+		pod("web-a", "198.18.0.10", true, 9100),
+		pod("web-c", "198.18.0.12", false, 9100), // not ready: left out
+		pod("web-d", "198.18.0.13", true, 9200),  // numbers the port differently: own slice
+	})
+	if len(got) != 2 {
+		t.Fatalf("got %d slices, want 2: %+v", len(got), got)
+	}
+	first, second := got[0], got[1]
+	if first.Metadata.Name != "web-plug-pods" || second.Metadata.Name != "web-plug-pods-2" {
+		t.Errorf("slice names %q, %q", first.Metadata.Name, second.Metadata.Name)
+	}
+	if len(first.Ports) != 1 || first.Ports[0] != (k8sapi.EndpointPort{Name: "admin", Port: 9100, Protocol: "TCP"}) {
+		t.Errorf("first slice ports %+v, want only admin on 9100", first.Ports)
+	}
+	if len(first.Endpoints) != 2 || first.Endpoints[0].Addresses[0] != "198.18.0.10" || first.Endpoints[1].Addresses[0] != "198.18.0.11" {
+		t.Errorf("first slice endpoints %+v, want web-a then web-b", first.Endpoints)
+	}
+	if len(second.Endpoints) != 1 || second.Ports[0].Port != 9200 {
+		t.Errorf("second slice %+v, want web-d on 9200", second)
+	}
+	for _, s := range got {
+		if s.Metadata.Labels[k8sapi.LabelServiceName] != "web" || s.Metadata.Labels[k8sapi.LabelSliceManagedBy] != ManagedBy || s.Metadata.OwnerReferences[0].UID != "u1" {
+			t.Errorf("slice %s labels %v owners %v", s.Metadata.Name, s.Metadata.Labels, s.Metadata.OwnerReferences)
+		}
+	}
+}
+
+func TestEachRightComesWithTheCommandGrantingItAlone(t *testing.T) {
+	rl := rule{group: "", resource: "secrets", name: "plug-state", verbs: []string{"get"}}
+	want := `kubectl -n team-a patch role plug --type=json -p '[{"op":"add","path":"/rules/-","value":{"apiGroups":[""],"resourceNames":["plug-state"],"resources":["secrets"],"verbs":["get"]}}]'`
+	if got := rl.fix("team-a", "get"); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := (rule{group: "discovery.k8s.io", resource: "endpointslices"}).text("list"); got != "list endpointslices.discovery.k8s.io" {
+		t.Errorf("rule text %q", got)
+	}
+}
