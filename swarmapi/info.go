@@ -1,0 +1,41 @@
+package swarmapi
+
+import (
+	"context"
+	"net/http"
+)
+
+// Info is the part of GET /info plug reads: the engine and its place in a
+// swarm.
+type Info struct {
+	ID            string
+	Name          string // the node's host name
+	ServerVersion string
+	Swarm         SwarmInfo
+}
+
+// SwarmInfo is the engine's membership in a swarm.
+type SwarmInfo struct {
+	NodeID           string
+	NodeAddr         string
+	LocalNodeState   string // "inactive", "pending", "active", "error", "locked"
+	ControlAvailable bool   // the node is a manager
+	Error            string
+}
+
+// Info returns the engine's identity and swarm state.
+func (c *Client) Info(ctx context.Context) (*Info, error) {
+	var info Info
+	if err := c.do(ctx, http.MethodGet, "/info", nil, nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Engine returns the engine's version answer (GET /version), whatever API
+// version plug negotiated.
+func (c *Client) Engine(ctx context.Context) (Version, error) {
+	var v Version
+	err := c.call(ctx, http.MethodGet, "/version", nil, nil, &v)
+	return v, err
+}

@@ -1,0 +1,262 @@
+package swarmapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"plug/tunnel"
+)
+
+// parkedConstraint is the placement constraint that parks a global service:
+// node IDs never contain a dot, so no node matches it.
+const parkedConstraint = "node.id==parked.by.plug"
+
+// Serve makes b.Name:b.Port on the agent's networks reach this agent's
+// b.Target. A name no service answers to gets a relay service of that name.
+// A deployed service of that name (or network alias) is parked: its receipt
+// goes on it, it is scaled to zero (a global service gets a placement
+// constraint no node matches), and a relay takes its names. Serving more
+// ports of a name the run already serves adds them to its relay.
+func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
+	if err := checkBinding(b); err != nil {
+		return tunnel.Served{}, err
+	}
+	if p.cfg.Address == "" || len(p.cfg.Networks) == 0 {
+		return tunnel.Served{}, errors.New("this agent is on no overlay network, so it cannot put a name on one: attach it to the application's network (docker service update --network-add NETWORK plug_agent)")
+	}
+	defer p.lockName(b.Name)()
+
+	relay, err := p.relayFor(ctx, b.Name)
+	if err != nil {
+		return tunnel.Served{}, err
+	}
+	if relay != nil {
+		l := leaseOf(relay)
+		if l.Holder.Run == b.Holder.Run {
+			return p.addPort(ctx, relay, b)
+		}
+		if ok, _ := p.alive(ctx, l.Task, l.Heartbeat); ok {
+			return tunnel.Served{}, &tunnel.HeldError{Name: b.Name, Holder: l.Holder}
+		}
+		if err := p.giveBack(ctx, relay, "its holder is gone"); err != nil {
+			return tunnel.Served{}, err
+		}
+	}
+	svc, err := p.deployed(ctx, b.Name)
+	if err != nil {
+		return tunnel.Served{}, err
+	}
+	if svc == nil {
+		return p.serveNew(ctx, b)
+	}
+	return p.takeOver(ctx, svc, b)
+}
+
+// newLease is the lease of a relay this agent creates or renews for b.
+func (p *Platform) newLease(b tunnel.Binding) lease {
+	return lease{Holder: b.Holder, Task: p.cfg.Task, Heartbeat: time.Now()}
+}
+
+// serveNew creates the relay service named b.Name.
+func (p *Platform) serveNew(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
+	plan := relayPlan{Name: b.Name, Service: b.Name, Ports: map[int]int{b.Port: b.Target}, Lease: p.newLease(b)}
+	id, err := p.startRelay(ctx, plan)
+	if IsConflict(err) {
+		// Another agent created it between our look and our create.
+		if relay, _ := p.relayFor(ctx, b.Name); relay != nil {
+			return tunnel.Served{}, &tunnel.HeldError{Name: b.Name, Holder: leaseOf(relay).Holder}
+		}
+	}
+	if err != nil {
+		return tunnel.Served{}, err
+	}
+	p.addBinding(b, id, "")
+	p.cfg.Logf("served new name %s:%d for %s (relay service %s)", b.Name, b.Port, b.Holder, b.Name)
+	return tunnel.Served{Detail: fmt.Sprintf("%s:%d reaches this session on %s", b.Name, b.Port, p.networkNames())}, nil
+}
+
+// takeOver parks svc and gives its names to a relay.
+func (p *Platform) takeOver(ctx context.Context, svc *Service, b tunnel.Binding) (tunnel.Served, error) {
+	if err := p.takeable(ctx, svc, b); err != nil {
+		return tunnel.Served{}, err
+	}
+	r := receipt{Name: b.Name, Relay: takeoverRelayName(b.Name), Holder: b.Holder, Task: p.cfg.Task, Parked: time.Now()}
+	err := p.cfg.Client.UpdateService(ctx, svc.ID, func(s *Service, spec RawSpec) error {
+		if other, has, _ := receiptOf(s); has && other.Holder.Run != b.Holder.Run {
+			return &tunnel.HeldError{Name: b.Name, Holder: other.Holder}
+		}
+		return park(s, spec, r)
+	})
+	if err != nil {
+		return tunnel.Served{}, err
+	}
+	p.cfg.Logf("parked service %s for %s (receipt on the service)", svc.Spec.Name, b.Holder)
+
+	plan := relayPlan{
+		Name: b.Name, Service: r.Relay, Parked: svc.ID,
+		Aliases: answersTo(svc, b.Name), Networks: p.attachedNetworks(ctx, svc),
+		Ports: map[int]int{b.Port: b.Target}, Lease: p.newLease(b),
+	}
+	id, err := p.startRelay(ctx, plan)
+	if err != nil {
+		if _, rerr := p.restore(ctx, svc.ID, r.Relay); rerr != nil {
+			err = fmt.Errorf("%w; restoring %s failed too (%v): the sweep retries", err, svc.Spec.Name, rerr)
+		}
+		return tunnel.Served{}, err
+	}
+	p.addBinding(b, id, svc.ID)
+	p.cfg.Logf("%s:%d now reaches %s through relay service %s", b.Name, b.Port, b.Holder, r.Relay)
+
+	detail := fmt.Sprintf("service %s (%s) is parked for the session; %s:%d reaches this session on %s",
+		svc.Spec.Name, modeText(svc), b.Name, b.Port, p.networkNames())
+	if !p.waitStopped(ctx, svc.ID) {
+		detail += "; some of its tasks are still stopping, and answer until they have"
+	}
+	return tunnel.Served{TookOver: true, Detail: detail}, nil
+}
+
+// takeable refuses to take over what must not be: the agent itself, a
+// relay, a job, a service parked by another live run. A receipt left by a
+// run that is gone is restored first.
+func (p *Platform) takeable(ctx context.Context, svc *Service, b tunnel.Binding) error {
+	if p.cfg.Service != "" && svc.ID == p.cfg.Service {
+		return fmt.Errorf("%s is plug's own agent service; choose another name", b.Name)
+	}
+	if served := svc.Spec.Labels[labelRelay]; served != "" {
+		return fmt.Errorf("%s is the relay plug runs for the served name %s; choose another name", svc.Spec.Name, served)
+	}
+	if svc.Spec.Mode.Replicated == nil && svc.Spec.Mode.Global == nil {
+		return fmt.Errorf("%s is a job, not a service that answers calls; plug serves names of replicated and global services", svc.Spec.Name)
+	}
+	r, has, err := receiptOf(svc)
+	if err != nil || !has || r.Holder.Run == b.Holder.Run {
+		return err
+	}
+	if ok, _ := p.alive(ctx, r.Task, r.Parked); ok {
+		return &tunnel.HeldError{Name: b.Name, Holder: r.Holder}
+	}
+	_, err = p.restore(ctx, svc.ID, r.Relay)
+	return err
+}
+
+// park changes spec so the service runs no task, and stores r, with the
+// original value of every field it changes, on the service. A spec already
+// parked by the same run keeps its first receipt.
+func park(s *Service, spec RawSpec, r receipt) error {
+	if _, has, _ := receiptOf(s); has {
+		return ErrNoUpdate
+	}
+	r.Saved = map[string]json.RawMessage{}
+	save := func(path ...string) {
+		v, ok := spec.Get(path...)
+		if !ok {
+			v = json.RawMessage("null")
+		}
+		r.Saved[strings.Join(path, "/")] = v
+	}
+	if s.Spec.Mode.Replicated != nil {
+		save("Mode")
+		spec.Set(json.RawMessage(`{"Replicated":{"Replicas":0}}`), "Mode")
+	} else {
+		save("TaskTemplate", "Placement")
+		var constraints []string
+		if pl := s.Spec.TaskTemplate.Placement; pl != nil {
+			constraints = slices.Clone(pl.Constraints)
+		}
+		b, _ := json.Marshal(append(constraints, parkedConstraint))
+		spec.Set(b, "TaskTemplate", "Placement", "Constraints")
+	}
+	spec.SetLabel(labelReceipt, r.label())
+	return nil
+}
+
+// startRelay creates the relay service of plan and waits until it runs; a
+// relay that cannot run is removed again.
+func (p *Platform) startRelay(ctx context.Context, plan relayPlan) (string, error) {
+	id, err := p.cfg.Client.CreateService(ctx, p.relaySpec(plan))
+	if err != nil {
+		if IsConflict(err) && plan.Service != plan.Name {
+			return "", fmt.Errorf("plug's relay for %s would be the service %s, but a service of that name exists: remove or rename it: %w", plan.Name, plan.Service, err)
+		}
+		return "", err
+	}
+	if err := p.waitRelay(ctx, id, plan.Service); err != nil {
+		if rerr := p.cfg.Client.RemoveService(context.WithoutCancel(ctx), id); rerr != nil && !IsNotFound(rerr) {
+			p.cfg.Logf("removing the relay %s that did not start: %v", plan.Service, rerr)
+		}
+		return "", err
+	}
+	return id, nil
+}
+
+// addPort adds b's port to the relay this run already holds for b.Name,
+// pointing it (and its lease) at this agent.
+func (p *Platform) addPort(ctx context.Context, relay *Service, b tunnel.Binding) (tunnel.Served, error) {
+	ports := parsePorts(relay.Spec.Labels[labelPorts])
+	ports[b.Port] = b.Target
+	plan := relayPlan{Name: b.Name, Service: relay.Spec.Name, Parked: relay.Spec.Labels[labelParked], Ports: ports, Lease: p.newLease(b)}
+	fresh := p.relaySpec(plan)
+	err := p.cfg.Client.UpdateService(ctx, relay.ID, func(_ *Service, spec RawSpec) error {
+		for k, v := range fresh.Labels {
+			spec.SetLabel(k, v)
+		}
+		args, _ := json.Marshal(fresh.TaskTemplate.ContainerSpec.Args)
+		placement, _ := json.Marshal(fresh.TaskTemplate.Placement)
+		spec.Set(args, "TaskTemplate", "ContainerSpec", "Args")
+		return spec.Set(placement, "TaskTemplate", "Placement")
+	})
+	if err == nil {
+		err = p.waitRelay(ctx, relay.ID, relay.Spec.Name)
+	}
+	if err != nil {
+		return tunnel.Served{}, err
+	}
+	p.addBinding(b, relay.ID, plan.Parked)
+	return tunnel.Served{TookOver: plan.Parked != "", Detail: fmt.Sprintf("%s:%d reaches this session on %s", b.Name, b.Port, p.networkNames())}, nil
+}
+
+// answersTo is every name callers reach svc by: the served name, its
+// service name and its aliases.
+func answersTo(svc *Service, name string) []string {
+	names := []string{name, svc.Spec.Name}
+	for _, n := range svc.Spec.NetworkAttachments() {
+		names = append(names, n.Aliases...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// attachedNetworks are the IDs of the networks svc is attached to.
+func (p *Platform) attachedNetworks(ctx context.Context, svc *Service) []string {
+	var ids []string
+	for _, n := range svc.Spec.NetworkAttachments() {
+		id := n.Target
+		if nw, err := p.cfg.Client.Network(ctx, n.Target); err == nil {
+			id = nw.ID
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// networkNames lists the agent's networks for the developer's terminal.
+func (p *Platform) networkNames() string {
+	names := make([]string, len(p.cfg.Networks))
+	for i, n := range p.cfg.Networks {
+		names[i] = n.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// modeText says how many tasks svc runs, "2 replicas" or "global".
+func modeText(svc *Service) string {
+	if r := svc.Spec.Mode.Replicated; r != nil && r.Replicas != nil {
+		return fmt.Sprintf("%d replicas", *r.Replicas)
+	}
+	return "global"
+}
