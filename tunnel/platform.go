@@ -90,6 +90,7 @@ const (
 	EventWarning EventKind = "warning"
 	EventHealed  EventKind = "healed"
 	EventEnded   EventKind = "ended"
+	EventRefused EventKind = "refused" // the agent refused to serve the name; Text says why
 )
 
 // Right is one permission a feature of the agent needs.

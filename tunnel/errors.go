@@ -1,0 +1,121 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+)
+
+// UnreachableError says the agent could not be reached at all.
+type UnreachableError struct {
+	Addr   string
+	Reason string // "DNS lookup failed", "connection refused", "timed out", or what else happened
+	Err    error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the plug agent at %s: %s.\n"+
+		"The agent is usually reached on NodePort 32222 of a cluster node's IP, or through\n"+
+		"  kubectl -n NAMESPACE port-forward svc/plug 2222:2222\n"+
+		"and then at 127.0.0.1:2222. Check the profile's host and port (plug ls).", e.Addr, e.Reason)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// unreachable classifies a failure to connect to addr.
+func unreachable(addr string, err error) *UnreachableError {
+	reason := err.Error()
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &dnsErr):
+		reason = "DNS lookup failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		reason = "connection refused"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &netErr) && netErr.Timeout():
+		reason = "timed out"
+	}
+	return &UnreachableError{Addr: addr, Reason: reason, Err: err}
+}
+
+// HostKeyError says the agent presented a host key other than the pinned one.
+type HostKeyError struct {
+	Addr    string
+	Profile string // the profile that pins the key, if known
+	Pinned  string // SHA256 fingerprints
+	Offered string
+}
+
+func (e *HostKeyError) Error() string {
+	host, port, _ := net.SplitHostPort(e.Addr)
+	profile := e.Profile
+	if profile == "" {
+		profile = "PROFILE"
+	}
+	return fmt.Sprintf("the agent at %s presented the host key %s, but the profile pins %s: refusing to connect.\n"+
+		"Somebody may be intercepting the connection, or the agent was given a new key.\n"+
+		"If the cluster admin confirms a new key, pin it deliberately:\n"+
+		"  plug profile add %s --host %s --port %s --host-key 'ssh-ed25519 AAAA...'   (the key the admin gives you)\n"+
+		"or re-run the installer:\n"+
+		"  ssh -p %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null get@%s install | sh -s -- %s %s",
+		e.Addr, e.Offered, e.Pinned, profile, host, port, port, host, host, port)
+}
+
+// AuthError says the agent refused the developer's key.
+type AuthError struct {
+	Addr        string
+	User        string
+	Profile     string // the profile whose key was offered, if known
+	Fingerprint string // of the key offered, "SHA256:..."
+	Reason      string // what the agent said, if anything
+}
+
+func (e *AuthError) Error() string {
+	profile := e.Profile
+	if profile == "" {
+		profile = "PROFILE"
+	}
+	reason := ""
+	if e.Reason != "" {
+		reason = "\nThe agent says: " + e.Reason
+	}
+	return fmt.Sprintf("the agent at %s refused the key %s (user %s).%s\n"+
+		"Print the public key with `plug pubkey -p %s` and give it to the cluster admin, or deposit it\n"+
+		"where your cluster takes keys; with PLUG_ADMISSION: invite, a member must accept it. Then run again.",
+		e.Addr, e.Fingerprint, e.User, reason, profile)
+}
+
+// EndedError says the agent ended the run.
+type EndedError struct {
+	By     string
+	Reason string
+}
+
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("the run was ended by %s: %s", e.By, e.Reason)
+}
+
+// ServeError says the agent refused to serve a name.
+type ServeError struct {
+	Name   string
+	Port   int
+	Reason string
+}
+
+func (e *ServeError) Error() string {
+	return fmt.Sprintf("cannot serve %s:%d: %s", e.Name, e.Port, e.Reason)
+}
+
+// DialError says the agent could not reach an address in the cluster.
+type DialError struct {
+	Address string
+	Reason  string
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("cannot reach %s through the agent: %s", e.Address, e.Reason)
+}
