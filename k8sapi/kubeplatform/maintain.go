@@ -3,6 +3,7 @@ package kubeplatform
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"plug/k8sapi"
@@ -18,8 +19,12 @@ import (
 // EndpointSlices and Pods it is allowed to watch.
 func (p *Platform) Maintain(ctx context.Context) error {
 	p.sweep(ctx, true)
-	go follow(ctx, p, p.c.EndpointSlices(p.ns), k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName}, "endpoint slices")
-	go follow(ctx, p, p.c.Pods(p.ns), k8sapi.ListOptions{}, "pods")
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	watchers.Go(func() {
+		follow(ctx, p, p.c.EndpointSlices(p.ns), k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName}, "endpoint slices")
+	})
+	watchers.Go(func() { follow(ctx, p, p.c.Pods(p.ns), k8sapi.ListOptions{}, "pods") })
 	beat := time.NewTicker(p.times.Heartbeat)
 	defer beat.Stop()
 	sweep := time.NewTicker(p.times.SweepEvery)

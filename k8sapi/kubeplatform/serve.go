@@ -170,7 +170,7 @@ func (p *Platform) settleOrUndo(ctx context.Context, svc *k8sapi.Service, r rece
 		return nil
 	}
 	p.forget(b.Name, b.Port)
-	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if uerr := p.releaseWithRetry(undoCtx, b); uerr != nil {
 		p.logf("%s is left with its receipt for the sweep: %v", b.Name, uerr)
