@@ -293,7 +293,7 @@ type apiProxy struct {
 	mu     sync.Mutex
 	epoch  context.Context // ends when the server goes "down", cutting what is in flight
 	cut    context.CancelFunc
-	before func(r *http.Request)                       // runs before a request is passed on
+	before func(r *http.Request)                         // runs before a request is passed on
 	after  func(r *http.Request, status int) (down bool) // runs on each answer
 }
 
