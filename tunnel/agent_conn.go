@@ -25,11 +25,15 @@ type devConn struct {
 	mu      sync.Mutex
 	control *controlConn // plug's control channel, if the client opened one
 	notices *notices     // a plain OpenSSH client's session, if it opened one
+	unsaid  []string     // lines for a session not opened yet
 }
 
 // closeAfterEndedWait is how long a client told its run ended has to close
 // the connection itself before the agent closes it.
 const closeAfterEndedWait = 2 * time.Second
+
+// maxUnsaid bounds the lines kept for a session not opened yet.
+const maxUnsaid = 8
 
 func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	dc := &devConn{
@@ -208,31 +212,32 @@ func (dc *devConn) sendControl(m message) {
 	}
 }
 
-// tell passes an event to the client: on the control channel, or as a line
-// in a plain OpenSSH client's session.
-func (dc *devConn) tell(e Event) {
+// say passes m to the client on the control channel, or line to a plain
+// OpenSSH client's session; lines said before a session opens are kept for
+// it (a few), so that `ssh -R` without -N learns why a name was refused.
+func (dc *devConn) say(m message, line string) {
 	dc.mu.Lock()
 	c, n := dc.control, dc.notices
+	if c == nil && n == nil && len(dc.unsaid) < maxUnsaid {
+		dc.unsaid = append(dc.unsaid, line)
+	}
 	dc.mu.Unlock()
 	switch {
 	case c != nil:
-		c.send(eventMsg{Name: e.Name, Kind: string(e.Kind), Text: e.Text})
+		c.send(m)
 	case n != nil:
-		n.line(e.Text)
+		n.line(line)
 	}
+}
+
+// tell passes an event to the client.
+func (dc *devConn) tell(e Event) {
+	dc.say(eventMsg{Name: e.Name, Kind: string(e.Kind), Text: e.Text}, e.Text)
 }
 
 // tellServed says a name is served.
 func (dc *devConn) tellServed(name string, port int, s Served) {
-	dc.mu.Lock()
-	c, n := dc.control, dc.notices
-	dc.mu.Unlock()
-	switch {
-	case c != nil:
-		c.send(servedMsg{Name: name, Port: port, TookOver: s.TookOver, Detail: s.Detail})
-	case n != nil:
-		n.line(servedLine(name, port, s))
-	}
+	dc.say(servedMsg{Name: name, Port: port, TookOver: s.TookOver, Detail: s.Detail}, servedLine(name, port, s))
 }
 
 func servedLine(name string, port int, s Served) string {
@@ -248,15 +253,7 @@ func servedLine(name string, port int, s Served) string {
 
 // tellEnded says the agent ended the run.
 func (dc *devConn) tellEnded(e ending) {
-	dc.mu.Lock()
-	c, n := dc.control, dc.notices
-	dc.mu.Unlock()
-	switch {
-	case c != nil:
-		c.send(endedMsg{By: e.by, Reason: e.reason, Retry: e.retry})
-	case n != nil:
-		n.line(fmt.Sprintf("ended by %s: %s", e.by, e.reason))
-	}
+	dc.say(endedMsg{By: e.by, Reason: e.reason, Retry: e.retry}, fmt.Sprintf("ended by %s: %s", e.by, e.reason))
 }
 
 // closeAfterEnded gives a plug client told its run ended a moment to close

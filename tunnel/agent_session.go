@@ -54,13 +54,17 @@ func (dc *devConn) statusSession(ch ssh.Channel, pty bool) {
 	if pty {
 		n.eol = "\r\n"
 	}
+	n.line(fmt.Sprintf("plug agent %s (%s) on %s: run %s of %s (%s) serves %s; press Ctrl-C to end",
+		dc.a.ID, Version, dc.a.platformName(), r.id, r.user, r.developer, r.names()))
 	dc.mu.Lock()
 	if dc.notices == nil {
 		dc.notices = n
+		for _, line := range dc.unsaid {
+			n.line(line)
+		}
+		dc.unsaid = nil
 	}
 	dc.mu.Unlock()
-	n.line(fmt.Sprintf("plug agent %s (%s) on %s: run %s of %s (%s) serves %s; press Ctrl-C to end",
-		dc.a.ID, Version, dc.a.platformName(), r.id, r.user, r.developer, r.names()))
 	if !pty {
 		io.Copy(io.Discard, ch) // the session lasts until the client closes it
 		return

@@ -59,7 +59,7 @@ func (e *HostKeyError) Error() string {
 	return fmt.Sprintf("the agent at %s presented the host key %s, but the profile pins %s: refusing to connect.\n"+
 		"Somebody may be intercepting the connection, or the agent was given a new key.\n"+
 		"If the cluster admin confirms a new key, pin it deliberately:\n"+
-		"  plug profile add %s --host %s --port %s --host-key 'ssh-ed25519 AAAA...'   (the key the admin gives you)\n"+
+		"  plug profile add %s --host %s --port %s --host-key 'ssh-ed25519 AAAA...' --force   (the key the admin gives you)\n"+
 		"or re-run the installer:\n"+
 		"  ssh -p %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null get@%s install | sh -s -- %s %s",
 		e.Addr, e.Offered, e.Pinned, profile, host, port, port, host, host, port)

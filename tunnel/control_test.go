@@ -1,0 +1,180 @@
+package tunnel
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestControlMessagesRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	c := &controlConn{rw: nopCloser{&buf}}
+	sent := []message{
+		helloMsg{Run: "r-1", Version: "v1.2.3", Kind: kindServes, OS: "linux", Arch: "amd64"},
+		welcomeMsg{Version: "v1", Agent: "plug-0", Platform: "kubernetes", Resumed: true},
+		servedMsg{Name: "web", Port: 80, TookOver: true, Detail: "parked"},
+		eventMsg{Name: "web", Kind: "warning", Text: "not reachable inside the cluster"},
+		endedMsg{By: "admin", Reason: "maintenance"},
+		goodbyeMsg{},
+	}
+	for _, m := range sent {
+		if err := c.send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range sent {
+		typ, frame, err := c.receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ != want.controlType() {
+			t.Fatalf("type %q, want %q", typ, want.controlType())
+		}
+		got, err := decodeAny(typ, frame)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %#v, want %#v", got, want)
+		}
+	}
+}
+
+func TestControlRefusesBadFrames(t *testing.T) {
+	big := binary.BigEndian.AppendUint32(nil, maxControlFrame+1)
+	if _, err := readFrame(bytes.NewReader(big)); !errors.Is(err, errFrameTooLarge) {
+		t.Errorf("oversized frame: %v", err)
+	}
+	for _, frame := range []string{`[]`, `{}`, `{"type":""}`, `not json`} {
+		if _, err := decodeType([]byte(frame)); err == nil {
+			t.Errorf("decodeType(%s) accepted it", frame)
+		}
+	}
+	for _, frame := range []string{
+		`{"type":"hello","run":"","kind":"serves"}`,
+		`{"type":"hello","run":"a b","kind":"serves"}`,
+		`{"type":"hello","run":"r","kind":"both"}`,
+	} {
+		if _, err := decodeHello([]byte(frame)); err == nil {
+			t.Errorf("decodeHello(%s) accepted it", frame)
+		}
+	}
+	if _, err := decodeServed([]byte(`{"name":"Web","port":80}`)); err == nil {
+		t.Error("decodeServed accepted an invalid name")
+	}
+	if _, err := decodeServed([]byte(`{"name":"web","port":0}`)); err == nil {
+		t.Error("decodeServed accepted port 0")
+	}
+}
+
+func TestControlTextsCannotDriveTheTerminal(t *testing.T) {
+	m, err := decodeEvent([]byte(`{"kind":"warning","text":"a\u001b[2Jb\nc"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(m.Text, "\x1b\n") {
+		t.Errorf("control characters kept: %q", m.Text)
+	}
+}
+
+// decodeAny decodes a frame of any known type, for the tests.
+func decodeAny(typ string, frame []byte) (message, error) {
+	switch typ {
+	case typeHello:
+		return decodeHello(frame)
+	case typeWelcome:
+		return decodeWelcome(frame)
+	case typeServed:
+		return decodeServed(frame)
+	case typeEvent:
+		return decodeEvent(frame)
+	case typeEnded:
+		return decodeEnded(frame)
+	case typeGoodbye:
+		return decodeGoodbye(frame)
+	}
+	return nil, errors.New("unknown type " + typ)
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
+
+// fuzzDecoder checks that decode never panics on garbage and that what it
+// accepts survives a round trip unchanged.
+func fuzzDecoder[M message](f *testing.F, decode func([]byte) (M, error), seeds ...string) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := decode(data)
+		if err != nil {
+			return
+		}
+		frame, err := encodeFrame(m)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot encode it: %v", data, err)
+		}
+		again, err := decode(frame[4:])
+		if err != nil || !reflect.DeepEqual(again, m) {
+			t.Fatalf("round trip of %q: %#v, %v; want %#v", data, again, err, m)
+		}
+	})
+}
+
+func FuzzDecodeFrame(f *testing.F) {
+	f.Add([]byte("\x00\x00\x00\x0f{\"type\":\"hello\"}"))
+	f.Add([]byte("\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		frame, err := readFrame(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		if len(frame) > maxControlFrame {
+			t.Fatalf("frame of %d bytes accepted", len(frame))
+		}
+		decodeType(frame)
+	})
+}
+
+func FuzzDecodeHello(f *testing.F) {
+	fuzzDecoder(f, decodeHello, `{"type":"hello","run":"r1","version":"v1","kind":"serves","os":"linux","arch":"amd64"}`, `{"run":"x","kind":"consumes"}`)
+}
+
+func FuzzDecodeWelcome(f *testing.F) {
+	fuzzDecoder(f, decodeWelcome, `{"type":"welcome","version":"v1","agent":"a","platform":"k8s","resumed":true}`)
+}
+
+func FuzzDecodeServed(f *testing.F) {
+	fuzzDecoder(f, decodeServed, `{"type":"served","name":"web","port":80,"took_over":true,"detail":"d"}`)
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	fuzzDecoder(f, decodeEvent, `{"type":"event","name":"web","kind":"warning","text":"t"}`, `{"kind":"refused","text":"\u0007"}`)
+}
+
+func FuzzDecodeEnded(f *testing.F) {
+	fuzzDecoder(f, decodeEnded, `{"type":"ended","by":"agent","reason":"r","retry":true}`)
+}
+
+func FuzzDecodeGoodbye(f *testing.F) {
+	fuzzDecoder(f, decodeGoodbye, `{"type":"goodbye"}`)
+}
+
+func FuzzParseGetCommand(f *testing.F) {
+	for _, s := range []string{"install", "install-windows", "download linux-amd64", "sha256 windows-arm64", "download ../../etc/passwd"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		cmd, err := parseGetCommand(line)
+		if err != nil {
+			return
+		}
+		if strings.ContainsAny(binaryName(cmd.platform), "/\\") || strings.Contains(cmd.platform, "..") {
+			t.Fatalf("%q names a path: %q", line, cmd.platform)
+		}
+	})
+}

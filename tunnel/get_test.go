@@ -1,0 +1,256 @@
+package tunnel_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"plug/tunnel"
+	"plug/tunnel/tunneltest"
+)
+
+// thisPlatform is the os-arch the installer detects on this machine.
+var thisPlatform = runtime.GOOS + "-" + runtime.GOARCH
+
+// binDir makes an agent's BinDir holding binary as this machine's plug,
+// listed in SHA256SUMS with digest (the binary's own when empty).
+func binDir(t *testing.T, binary []byte, digest string) string {
+	t.Helper()
+	dir := t.TempDir()
+	name := "plug-" + thisPlatform
+	if err := os.WriteFile(filepath.Join(dir, name), binary, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if digest == "" {
+		sum := sha256.Sum256(binary)
+		digest = hex.EncodeToString(sum[:])
+	}
+	sums := fmt.Sprintf("%s  %s\n%s  plug-windows-arm64.exe\n", digest, name, strings.Repeat("0", 64))
+	if err := os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(sums), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// buildPlug builds the plug binary of this module.
+func buildPlug(t *testing.T) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "plug")
+	build := exec.Command("go", "build", "-o", out, "plug")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build plug: %v\n%s", err, msg)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// installer runs `ssh get@AGENT install | sh -s -- ARGS...` as a user whose
+// home is home, and returns its output and error.
+func installer(t *testing.T, addr, home string, args ...string) (string, error) {
+	t.Helper()
+	ssh := append([]string{openSSH(t)}, sshArgs(addr, "")...)
+	ssh = append(ssh, "get@127.0.0.1", "install")
+	script := strings.Join(quoteAll(ssh), " ") + " | sh -s -- " + strings.Join(quoteAll(args), " ")
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func quoteAll(words []string) []string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return quoted
+}
+
+// The installer, piped from the agent into sh, installs a working plug in
+// ~/.local/bin and creates the profile named after the host, with the
+// agent's host key pinned.
+func TestInstallerInstallsPlugAndItsProfile(t *testing.T) {
+	plug := buildPlug(t)
+	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, plug, "")
+	})
+	_, port, _ := net.SplitHostPort(addr)
+	home := t.TempDir()
+
+	out, err := installer(t, addr, home, "127.0.0.1", port)
+	if err != nil {
+		t.Fatalf("installer: %v\n%s", err, out)
+	}
+	installed := filepath.Join(home, ".local", "bin", "plug")
+	data, err := os.ReadFile(installed)
+	if err != nil || !bytes.Equal(data, plug) {
+		t.Fatalf("%s is not the agent's plug (%v)\n%s", installed, err, out)
+	}
+	for _, want := range []string{"not on your PATH", "plug keygen -p 127.0.0.1", "plug pubkey -p 127.0.0.1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the installer does not say %q:\n%s", want, out)
+		}
+	}
+
+	ls := exec.Command(installed, "ls")
+	ls.Env = []string{"HOME=" + home}
+	listing, err := ls.CombinedOutput()
+	if err != nil || !strings.Contains(string(listing), "127.0.0.1:"+port) {
+		t.Errorf("plug ls after the install: %v\n%s", err, listing)
+	}
+	profile, err := os.ReadFile(filepath.Join(home, ".plug", "profiles", "127.0.0.1"))
+	pinned := strings.Fields(string(ssh.MarshalAuthorizedKey(hostKey)))[1]
+	if err != nil || !strings.Contains(string(profile), pinned) {
+		t.Errorf("the profile does not pin the agent's host key %s: %v\n%s", ssh.FingerprintSHA256(hostKey), err, profile)
+	}
+}
+
+// A download that does not match its SHA-256 is not installed.
+func TestInstallerRefusesADamagedDownload(t *testing.T) {
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, []byte("#!/bin/sh\n"), strings.Repeat("ab", 32))
+	})
+	_, port, _ := net.SplitHostPort(addr)
+	home := t.TempDir()
+	out, err := installer(t, addr, home, "127.0.0.1", port)
+	if err == nil || !strings.Contains(out, "damaged") {
+		t.Errorf("installer: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local", "bin", "plug")); err == nil {
+		t.Error("the damaged binary was installed")
+	}
+}
+
+// Without HOST and PORT, and with no public address configured, the
+// installer says how to pass them, and installs nothing.
+func TestInstallerAsksForTheAddress(t *testing.T) {
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, []byte("#!/bin/sh\n"), "")
+	})
+	home := t.TempDir()
+	out, err := installer(t, addr, home)
+	if err == nil || !strings.Contains(out, "| sh -s -- HOST PORT") {
+		t.Errorf("installer: %v\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("the installer wrote into the home directory: %v", entries)
+	}
+}
+
+// The get user downloads a binary and its digest, and the Windows
+// installer is a script for bash.
+func TestGetServesBinariesAndDigests(t *testing.T) {
+	binary := []byte("the plug binary\n")
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, binary, "")
+		a.PublicAddr = "plug.example:32222"
+	})
+	get := func(command ...string) string {
+		t.Helper()
+		args := append(sshArgs(addr, ""), append([]string{"get@127.0.0.1"}, command...)...)
+		out, err := exec.Command(openSSH(t), args...).Output()
+		if err != nil {
+			t.Fatalf("get %s: %v", command, err)
+		}
+		return string(out)
+	}
+	if got := get("download", thisPlatform); got != string(binary) {
+		t.Errorf("download: %q", got)
+	}
+	sum := sha256.Sum256(binary)
+	if got := get("sha256", thisPlatform); got != hex.EncodeToString(sum[:])+"\n" {
+		t.Errorf("sha256: %q", got)
+	}
+	windows := get("install-windows")
+	if !strings.Contains(windows, "install-windows | bash -s -- HOST PORT") || !strings.Contains(windows, "default_host='plug.example'") {
+		t.Errorf("the Windows installer is not the bash one for this agent:\n%s", windows)
+	}
+}
+
+// The get user is refused everything but the installers and the downloads.
+func TestGetRefusesEverythingElse(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	platform.AddWorkload("web:80", echoServer(t, ""))
+	addr, _, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, []byte("plug"), "")
+	})
+	for _, command := range [][]string{
+		{},                                     // a shell
+		{"cat", "/etc/passwd"},                 // another command
+		{"download", "../../../../etc/passwd"}, // a path
+		{"download", "plan9-amd64"},            // an unknown platform
+		{"install", "--now"},                   // extra words
+		{"-s", "sftp"},                         // a subsystem
+	} {
+		args := append(sshArgs(addr, ""), "-T", "get@127.0.0.1")
+		out, err := exec.Command(openSSH(t), append(args, command...)...).CombinedOutput()
+		if err == nil {
+			t.Errorf("get %q succeeded:\n%s", command, out)
+		}
+		if len(command) > 0 && command[0] != "-s" && !strings.Contains(string(out), "the get user runs one of") {
+			t.Errorf("get %q does not say what get offers:\n%s", command, out)
+		}
+	}
+
+	// Forwarding, either way.
+	remote := append(sshArgs(addr, ""), "-o", "ExitOnForwardFailure=yes", "-N", "-R", "web:80:127.0.0.1:9", "get@127.0.0.1")
+	if out, err := exec.Command(openSSH(t), remote...).CombinedOutput(); err == nil {
+		t.Errorf("get -R succeeded:\n%s", out)
+	}
+	if calls := platform.Calls(); len(calls) != 0 {
+		t.Errorf("the get user reached the platform: %v", calls)
+	}
+	local := freePort(t)
+	startSSH(t, append(sshArgs(addr, ""), "-N", "-L", fmt.Sprintf("%d:web:80", local), "get@127.0.0.1")...)
+	waitFor(t, 10*time.Second, "ssh -L to listen", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local))
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if answer, err := roundTrip(c, "ping"); err == nil {
+		t.Errorf("get -L reached web: %q", answer)
+	}
+}
+
+// An agent serves at most four get connections at once; the next one is
+// told to come back later.
+func TestGetConnectionsAreBounded(t *testing.T) {
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, []byte("plug"), "")
+	})
+	for range 4 {
+		c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{User: "get", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	// At OpenSSH's default log level, as users run it, the refusal is shown.
+	args := append(append([]string{"-o", "LogLevel=INFO"}, sshArgs(addr, "")...), "get@127.0.0.1", "sha256", thisPlatform)
+	out, err := exec.Command(openSSH(t), args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "serving 4 downloads already") {
+		t.Errorf("a fifth get connection: %v\n%s", err, out)
+	}
+}

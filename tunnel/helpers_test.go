@@ -1,0 +1,247 @@
+package tunnel_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"plug/tunnel"
+)
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// newKey makes a developer key pair; the private key is also written, in
+// OpenSSH form, to a file for ssh -i.
+func newKey(t *testing.T) (ssh.Signer, string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "test key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return signer, path
+}
+
+// openSSH returns the path of the OpenSSH client. Without one the test
+// fails under CI and is skipped otherwise.
+func openSSH(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("ssh")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the OpenSSH client (ssh) is not installed")
+		}
+		t.Skip("the OpenSSH client is not installed: apt-get install openssh-client")
+	}
+	return path
+}
+
+// sshArgs are the options every OpenSSH invocation of the tests uses: no
+// user configuration, no known hosts, no questions. (OpenSSH keeps the first
+// value given for an option.)
+func sshArgs(addr, keyFile string) []string {
+	_, port, _ := net.SplitHostPort(addr)
+	args := []string{"-F", "/dev/null", "-p", port,
+		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR"}
+	if keyFile != "" {
+		args = append(args, "-o", "IdentitiesOnly=yes", "-i", keyFile)
+	}
+	return args
+}
+
+// startSSH runs OpenSSH in the background until the test ends; its stderr
+// is collected.
+func startSSH(t *testing.T, args ...string) (*exec.Cmd, *lines) {
+	t.Helper()
+	cmd := exec.Command(openSSH(t), args...)
+	stderr := &lines{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe() // open until the test ends: no EOF to the session
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, stderr
+}
+
+// lines collects text written by a process or an event callback.
+type lines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *lines) has(s string) bool { return strings.Contains(l.String(), s) }
+
+// events records a Session's events.
+func (l *lines) events(e tunnel.Event) {
+	fmt.Fprintf(l, "[%s] %s\n", e.Kind, e.Text)
+}
+
+// echoServer answers each line it reads with prefix and the line, until
+// the test ends.
+func echoServer(t *testing.T, prefix string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					io.WriteString(c, prefix+line)
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// roundTrip writes a line on c and returns the answer line.
+func roundTrip(c net.Conn, line string) (string, error) {
+	if _, err := io.WriteString(c, line+"\n"); err != nil {
+		return "", err
+	}
+	answer, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSuffix(answer, "\n"), err
+}
+
+// expectEcho checks that dial reaches, within a few seconds, an echo
+// server answering with prefix.
+func expectEcho(t *testing.T, dial func() (net.Conn, error), prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := echoOnce(dial, prefix)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer through the tunnel: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func echoOnce(dial func() (net.Conn, error), prefix string) error {
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	got, err := roundTrip(c, "ping")
+	if err != nil || got != prefix+"ping" {
+		return fmt.Errorf("answer %q, %v", got, err)
+	}
+	return nil
+}
+
+// freePort returns a loopback port nobody listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// connect opens a session to an agent, recording its events; it is closed
+// when the test ends.
+func connect(t *testing.T, addr string, hostKey ssh.PublicKey, signer ssh.Signer, run tunnel.RunInfo, tweak ...func(*tunnel.ClientConfig)) (*tunnel.Session, *lines) {
+	t.Helper()
+	events := &lines{}
+	cfg := tunnel.ClientConfig{
+		Addr:    addr,
+		User:    "dev",
+		Signer:  signer,
+		HostKey: hostKey,
+		Run:     run,
+		Events:  events.events,
+		Profile: "test",
+	}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := tunnel.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, events
+}
+
+func platformDial(p *tunnel.MemoryPlatform, address string) func() (net.Conn, error) {
+	return func() (net.Conn, error) {
+		return p.DialContext(context.Background(), "tcp", address)
+	}
+}
