@@ -1,9 +1,6 @@
 package k8sapi
 
-import (
-	"encoding/json"
-	"strconv"
-)
+import "encoding/json"
 
 // Service is a core/v1 Service, reduced to the fields plug uses. Never send
 // a Service decoded into this type back with Update: the fields it does not
@@ -59,18 +56,10 @@ func (v IntOrString) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a number or a string.
 func (v *IntOrString) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		*v = IntOrString{}
-		if err := json.Unmarshal(b, &v.String); err != nil {
-			return err
-		}
-		// A numeric string is a number, as the API server reads it.
-		if n, err := strconv.Atoi(v.String); err == nil {
-			*v = IntOrString{Int: n}
-		}
-		return nil
-	}
 	*v = IntOrString{}
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &v.String)
+	}
 	return json.Unmarshal(b, &v.Int)
 }
 

@@ -117,7 +117,7 @@ func (p *Platform) tend(ctx context.Context, name string, renew bool) error {
 			return fmt.Errorf("renewing the heartbeat: %w", err)
 		}
 	}
-	return p.settle(ctx, svc, r)
+	return p.settle(ctx, svc, r, false)
 }
 
 // retryPending tries again to give back what Release could not.

@@ -69,7 +69,7 @@ func (p *Platform) releaseOnce(ctx context.Context, b tunnel.Binding) error {
 	if err != nil {
 		return err
 	}
-	return p.settle(ctx, updated, rest)
+	return p.settle(ctx, updated, rest, false)
 }
 
 // giveBack undoes everything receipt r of svc records: a Service plug

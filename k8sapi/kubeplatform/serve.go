@@ -164,7 +164,7 @@ func (p *Platform) extend(ctx context.Context, svc *k8sapi.Service, r receipt, b
 // leaves the receipt for the sweep if even that fails) and returns why.
 func (p *Platform) settleOrUndo(ctx context.Context, svc *k8sapi.Service, r receipt, b tunnel.Binding) error {
 	p.hold(b)
-	err := p.settle(ctx, svc, r)
+	err := p.settle(ctx, svc, r, true)
 	if err == nil {
 		p.kickGuard()
 		return nil

@@ -188,9 +188,10 @@ func (p *Platform) podSlices(svc *k8sapi.Service, r receipt, pods []k8sapi.Pod) 
 // settle makes the endpoints of svc what its receipt says: plug's slices
 // written (the agent's, and for a taken-over Service the deployed pods'
 // for the unserved ports), and for a taken-over Service the slices of
-// every other writer and the legacy Endpoints deleted, so that kube-proxy
-// sends nothing elsewhere.
-func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt) error {
+// every other writer deleted, so that kube-proxy sends nothing elsewhere.
+// The legacy Endpoints go too when first is set or a foreign slice was
+// found (the mirroring controller copies them into a slice).
+func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, first bool) error {
 	want := []k8sapi.EndpointSlice{p.agentSlice(svc, r)}
 	if ports := unservedPorts(r); len(ports) > 0 {
 		pods, err := p.c.Pods(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: selectorString(r.Original.Selector)})
@@ -205,7 +206,7 @@ func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt) e
 	if r.Created {
 		return nil
 	}
-	return p.dropForeign(ctx, svc.Metadata.Name)
+	return p.dropForeign(ctx, svc.Metadata.Name, first)
 }
 
 // syncSlices makes plug's EndpointSlices of Service name exactly want.
@@ -249,11 +250,12 @@ func sameSlice(a, b k8sapi.EndpointSlice) bool {
 }
 
 // dropForeign deletes the EndpointSlices of Service name that plug did not
-// write (the EndpointSlice controller's, the mirroring controller's) and
-// the legacy Endpoints, which the mirroring controller would copy into a
-// slice again. kube-proxy merges every slice of a Service, so any left
-// would split the traffic between the run and the deployed pods.
-func (p *Platform) dropForeign(ctx context.Context, name string) error {
+// write (the EndpointSlice controller's, the mirroring controller's) and,
+// when there were some or endpoints is set, the legacy Endpoints, which the
+// mirroring controller would copy into a slice again. kube-proxy merges
+// every slice of a Service, so any left would split the traffic between
+// the run and the deployed pods.
+func (p *Platform) dropForeign(ctx context.Context, name string, endpoints bool) error {
 	slicesAPI := p.c.EndpointSlices(p.ns)
 	all, err := slicesAPI.List(ctx, k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName + "=" + name})
 	if err != nil {
@@ -269,6 +271,9 @@ func (p *Platform) dropForeign(ctx context.Context, name string) error {
 		if err := slicesAPI.Delete(ctx, s.Metadata.Name, pre); err != nil && !k8sapi.IsNotFound(err) && !k8sapi.IsConflict(err) {
 			return fmt.Errorf("deleting the endpoint slice %s that %s wrote: %w", s.Metadata.Name, s.Metadata.Labels[k8sapi.LabelSliceManagedBy], err)
 		}
+	}
+	if foreign == 0 && !endpoints {
+		return nil
 	}
 	if err := p.c.Endpoints(p.ns).Delete(ctx, name, nil); err != nil && !k8sapi.IsNotFound(err) {
 		return fmt.Errorf("deleting the legacy Endpoints of %s: %w", name, err)
