@@ -3,10 +3,15 @@
 #
 #   ./build.sh              binaries for every platform, then the image
 #   ./build.sh binaries     dist/plug-<os>-<arch>[.exe] and dist/SHA256SUMS
-#   ./build.sh image        dist/plug-image.tar (a Docker archive, FROM scratch)
+#   ./build.sh image        dist/plug-image.tar (a Docker archive, FROM scratch):
+#                           /plug (linux/amd64, runs `plug agent`), the CLI
+#                           binaries it serves in /bin, /var/lib/plug for its state
+#   ./build.sh vet          go vet for linux, darwin and windows
 #   ./build.sh mkimage ROOTFS OUT.tar NAME:TAG...
 #                           packs a directory into a FROM-scratch Docker archive
-#                           that `docker load` and `ctr images import` accept
+#                           that `docker load` and `ctr images import` accept;
+#                           MKIMAGE_ENTRYPOINT (default /plug) and MKIMAGE_CMD
+#                           (arguments, space-separated, default none) set how it starts
 set -eu
 
 cd "$(dirname "$0")"
@@ -25,8 +30,9 @@ binaries() {
 	(cd dist && sha256sum plug-*-* >SHA256SUMS)
 }
 
-# mkimage ROOTFS OUT.tar NAME:TAG... writes a one-layer image with ROOTFS as its
-# filesystem and ROOTFS/plug as its entrypoint, running as uid 65532.
+# mkimage ROOTFS OUT.tar NAME:TAG... writes a one-layer linux/amd64 image with
+# ROOTFS as its filesystem and ROOTFS/plug as its entrypoint, running as uid
+# 65532 (any other uid works too: nothing in it needs a particular one).
 mkimage() {
 	rootfs=$1 out=$2
 	shift 2
@@ -39,8 +45,10 @@ mkimage() {
 	mkdir "$work/$layer"
 	mv "$work/layer.tar" "$work/$layer/layer.tar"
 	entry=${MKIMAGE_ENTRYPOINT:-/plug}
+	cmd=
+	for a in ${MKIMAGE_CMD:-}; do cmd="$cmd\"$a\","; done
 	cat >"$work/config.json" <<EOF
-{"architecture":"amd64","os":"linux","config":{"User":"65532","Entrypoint":["$entry"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:$layer"]}}
+{"architecture":"amd64","os":"linux","config":{"User":"65532","Entrypoint":["$entry"],"Cmd":[${cmd%,}],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:$layer"]}}
 EOF
 	config=$(sha256sum "$work/config.json" | cut -d' ' -f1)
 	mv "$work/config.json" "$work/$config.json"
@@ -53,18 +61,25 @@ EOF
 image() {
 	[ -f dist/plug-linux-amd64 ] || binaries
 	root=$(mktemp -d)
-	mkdir -p "$root/bin" "$root/tmp"
-	chmod 1777 "$root/tmp"
+	mkdir -p "$root/bin" "$root/tmp" "$root/var/lib/plug"
+	chmod 1777 "$root/tmp" "$root/var/lib/plug"
 	cp dist/plug-linux-amd64 "$root/plug"
 	cp dist/plug-*-* dist/SHA256SUMS "$root/bin/"
-	(mkimage "$root" dist/plug-image.tar "plug:$VERSION" plug:dev)
+	(MKIMAGE_CMD=agent mkimage "$root" dist/plug-image.tar "plug:$VERSION" plug:dev)
 	rm -rf "$root"
+}
+
+vet() {
+	for os in linux darwin windows; do
+		GOOS=$os go vet ./...
+	done
 }
 
 case "${1:-all}" in
 all) binaries && image ;;
 binaries) binaries ;;
 image) image ;;
+vet) vet ;;
 mkimage) shift && mkimage "$@" ;;
 *)
 	echo "build.sh: unknown command ${1}; see the top of build.sh for the commands" >&2

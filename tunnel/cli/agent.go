@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"plug/keys"
+	"plug/tunnel"
+)
+
+var agentCommand = &command{
+	name:     "agent",
+	synopsis: "run the agent inside a cluster (the image's entrypoint)",
+	usage: `Usage: plug agent
+
+Runs plug's agent: the SSH server in the cluster that developers' plug runs
+connect to. It is configured by its environment:
+
+  PLUG_PLATFORM     the cluster it runs in: ` + strings.Join(platformNames(), ", ") + `
+  PLUG_ADDR         the address to listen on (MEERKAT_PLUG_ADDR also works), default :2222
+  PLUG_STATE_DIR    where its host key is kept, default /var/lib/plug
+  PLUG_BIN_DIR      the CLI binaries it hands out to installers, default /bin
+  PLUG_PUBLIC_ADDR  host:port developers reach it by, for the installer
+  PLUG_AGENT_ID     this agent's name in the cluster, default the host name
+
+It checks its rights in the cluster at boot and refuses to start without
+those -s needs, naming the missing rule. SIGTERM or SIGINT stop it; the names
+it serves are given back first.
+`,
+	run: func(c *cli, args []string) error {
+		fs := flags("agent")
+		pos, err := c.parse("agent", fs, args, true)
+		if err != nil {
+			return err
+		}
+		if len(pos) > 0 {
+			return usageError("agent", "agent takes no arguments, it reads its environment; got %q", pos[0])
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return c.agent(ctx)
+	},
+}
+
+// platforms makes the Platform named by PLUG_PLATFORM. A new platform is
+// one more case here, and its name in platformNames.
+func newPlatform(name string) (tunnel.Platform, error) {
+	switch name {
+	case "memory", "none":
+		return tunnel.NewMemoryPlatform(), nil
+	case "":
+		return nil, fmt.Errorf("no platform: set PLUG_PLATFORM to the cluster this agent runs in (%s)", strings.Join(platformNames(), ", "))
+	}
+	return nil, fmt.Errorf("PLUG_PLATFORM=%s is not a platform this agent knows; it knows %s", name, strings.Join(platformNames(), ", "))
+}
+
+func platformNames() []string {
+	return []string{"memory or none (no cluster: names live in the agent's memory, for local tests)"}
+}
+
+func (c *cli) agent(ctx context.Context) error {
+	logger := log.New(c.stderr, "plug agent: ", log.LstdFlags)
+	platform, err := newPlatform(os.Getenv("PLUG_PLATFORM"))
+	if err != nil {
+		return err
+	}
+	if err := checkRights(ctx, platform, logger); err != nil {
+		return err
+	}
+	hostKey, err := tunnel.LoadOrCreateHostKey(envOr("PLUG_STATE_DIR", "/var/lib/plug"))
+	if err != nil {
+		return err
+	}
+	id := os.Getenv("PLUG_AGENT_ID")
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	addr := tunnel.ListenAddr()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %v; set PLUG_ADDR to a free address", addr, err)
+	}
+	a := &tunnel.Agent{
+		Platform:   platform,
+		HostKey:    hostKey,
+		BinDir:     envOr("PLUG_BIN_DIR", "/bin"),
+		PublicAddr: os.Getenv("PLUG_PUBLIC_ADDR"),
+		ID:         id,
+		Logf:       logger.Printf,
+	}
+	logger.Printf("%s %s listening on %s, host key %s", id, tunnel.Version, l.Addr(), keys.Fingerprint(hostKey.PublicKey()))
+	return a.Serve(ctx, l)
+}
+
+// checkRights refuses to start when the platform lacks a right the agent
+// needs, naming each missing rule and how to grant it; missing optional
+// rights are logged.
+func checkRights(ctx context.Context, p tunnel.Platform, logger *log.Logger) error {
+	rights, err := p.Rights(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot check the agent's rights in the cluster: %v", err)
+	}
+	var missing []string
+	for _, r := range rights {
+		if r.Granted {
+			continue
+		}
+		line := fmt.Sprintf("%s (for %s)", r.Rule, r.Feature)
+		if r.Fix != "" {
+			line += "; grant it with: " + r.Fix
+		}
+		if r.Required {
+			missing = append(missing, line)
+		} else {
+			logger.Printf("missing right %s: that feature is off", line)
+		}
+	}
+	if len(missing) > 0 {
+		return errors.New("the agent lacks rights it needs, and does not start; apply the manifest as a whole, or grant:\n  " + strings.Join(missing, "\n  "))
+	}
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,156 @@
+// Package cli is the plug command: the developer's runs, profiles and
+// keys, and the agent. main.go calls Main.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit codes of plug. A run exits with its command's own code; these are
+// plug's own outcomes.
+const (
+	ExitFailed  = 1 // the command was refused or failed; nothing was changed
+	ExitUsage   = 2 // bad usage: nothing was contacted, nothing was changed
+	ExitConnect = 3 // a run could not connect to an agent or serve a name; CMD was not started
+	ExitEnded   = 4 // the agent ended the run, or its connection was lost for good; CMD was stopped
+	ExitNoExec  = 126
+	ExitNoCmd   = 127
+)
+
+// command is one subcommand of plug.
+type command struct {
+	name     string
+	synopsis string // one line for the overview
+	usage    string // the full usage, shown by `plug help NAME` and -h
+	run      func(c *cli, args []string) error
+}
+
+// commands lists the subcommands in the order the overview shows them.
+// doctor, update and setup join this table when they exist.
+var commands []*command
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// cli carries the standard streams, so tests can capture them.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// Main runs plug with args (os.Args[1:]) and returns the exit code.
+func Main(args []string) int {
+	c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	return c.main(args)
+}
+
+func (c *cli) main(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, overview())
+		return ExitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(c.stdout, overview())
+		return 0
+	}
+	if strings.HasPrefix(args[0], "-") && args[0] != "--version" {
+		return c.exit(runCommand.run(c, args))
+	}
+	name := strings.TrimPrefix(args[0], "--")
+	cmd := lookup(name)
+	if cmd == nil || cmd == runCommand {
+		return c.exit(usageError("", "there is no command %q; to run a program, give -s or -c first: plug -p PROFILE -c -- %s", args[0], args[0]))
+	}
+	return c.exit(cmd.run(c, args[1:]))
+}
+
+// exit reports err on stderr and returns the exit code it stands for.
+func (c *cli) exit(err error) int {
+	if err == nil {
+		return 0
+	}
+	var code *exitCode
+	if errors.As(err, &code) && code.err == nil {
+		return code.code
+	}
+	fmt.Fprintf(c.stderr, "plug: %v\n", err)
+	if errors.As(err, &code) {
+		return code.code
+	}
+	return ExitFailed
+}
+
+// exitCode carries the exit code of an error; with a nil err it is a
+// plain exit with nothing more to say.
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e *exitCode) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitCode) Unwrap() error { return e.err }
+
+// usageError is bad usage of cmd: exit 2, with where to read the usage.
+func usageError(cmd string, format string, a ...any) error {
+	msg := fmt.Sprintf(format, a...)
+	help := "plug help"
+	if cmd != "" {
+		help += " " + cmd
+	}
+	return &exitCode{ExitUsage, fmt.Errorf("%s\n(see %s)", msg, help)}
+}
+
+// flags returns a FlagSet for cmd that reports nothing itself.
+func flags(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args for cmd and returns the positional arguments. With
+// interspersed, flags and positional arguments come in any order;
+// without, the first positional argument ends the flags. "--" always ends
+// them. -h and --help print cmd's usage to stdout and return a plain exit 0.
+func (c *cli) parse(cmd string, fs *flag.FlagSet, args []string, interspersed bool) ([]string, error) {
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(c.stdout, lookup(cmd).usage)
+			return nil, &exitCode{code: 0}
+		}
+		if err != nil {
+			return nil, usageError(cmd, "%s: %v", cmd, err)
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); !interspersed || len(rest) == 0 || n > 0 && args[n-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// multiFlag collects every value of a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"plug/tunnel"
+)
+
+// execute carries out a checked plan: it connects to every profile's
+// agent, serves the names, runs CMD, and gives the names back when CMD
+// exits. It returns CMD's exit code as an *exitCode.
+func (c *cli) execute(p *plan) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runs, err := c.open(ctx, p, sigs)
+	if err != nil {
+		return err
+	}
+	code, forced := c.supervise(p, runs, sigs)
+	if !forced {
+		closeAll(runs)
+	}
+	return code
+}
+
+// session is a target's connected tunnel.
+type session struct {
+	*target
+	tunnel *tunnel.Session
+}
+
+// prefix labels a line about t when the run has several profiles.
+func (p *plan) prefix(t *target) string {
+	if len(p.targets) == 1 {
+		return ""
+	}
+	return t.profile.Name + ": "
+}
+
+// open connects to every target's agent and serves its names. A signal
+// during it cancels everything opened so far. Errors exit with ExitConnect.
+func (c *cli) open(ctx context.Context, p *plan, sigs <-chan os.Signal) ([]*session, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var interrupted os.Signal
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case s := <-sigs:
+			interrupted = s
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	runs, err := c.connectAndServe(ctx, p)
+	cancel()
+	<-watching
+	if interrupted != nil {
+		closeAll(runs)
+		return nil, &exitCode{code: 128 + signalNumber(interrupted)}
+	}
+	if err != nil {
+		closeAll(runs)
+		return nil, &exitCode{ExitConnect, err}
+	}
+	return runs, nil
+}
+
+func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) {
+	id, err := runID()
+	if err != nil {
+		return nil, err
+	}
+	var runs []*session
+	for _, t := range p.targets {
+		prefix := p.prefix(t)
+		sess, err := tunnel.Connect(ctx, tunnel.ClientConfig{
+			Addr:    t.profile.Addr(),
+			User:    t.user,
+			Signer:  t.signer,
+			HostKey: t.hostKey,
+			Run:     tunnel.RunInfo{ID: id, Version: tunnel.Version, Serves: len(t.serves) > 0},
+			Events:  func(e tunnel.Event) { c.event(prefix, e) },
+			Profile: t.profile.Name,
+		})
+		if err != nil {
+			return runs, fmt.Errorf("%s%v", prefix, err)
+		}
+		runs = append(runs, &session{target: t, tunnel: sess})
+		for _, s := range t.serves {
+			local := "127.0.0.1:" + strconv.Itoa(s.LocalPort)
+			served, err := sess.Serve(ctx, s.Name, s.ClusterPort, local)
+			if err != nil {
+				return runs, fmt.Errorf("%scannot serve %s:%d: %v", prefix, s.Name, s.ClusterPort, err)
+			}
+			line := fmt.Sprintf("plug: %s%s:%d → localhost:%d", prefix, s.Name, s.ClusterPort, s.LocalPort)
+			if served.Detail != "" {
+				line += " (" + served.Detail + ")"
+			}
+			fmt.Fprintln(c.stderr, line)
+		}
+	}
+	return runs, nil
+}
+
+// event shows an agent's event on stderr. The end of a session is told
+// once, by supervise, with its reason.
+func (c *cli) event(prefix string, e tunnel.Event) {
+	if e.Kind == tunnel.EventEnded {
+		return
+	}
+	about := prefix
+	if e.Name != "" {
+		about += e.Name + ": "
+	}
+	switch e.Kind {
+	case tunnel.EventWarning:
+		fmt.Fprintf(c.stderr, "plug: warning: %s%s\n", about, e.Text)
+	default:
+		fmt.Fprintf(c.stderr, "plug: %s%s\n", about, e.Text)
+	}
+}
+
+// supervise runs CMD until it exits, forwarding signals to it and stopping
+// it when a session ends for good. forced is a second interrupt: CMD was
+// killed and plug exits at once, without goodbye.
+func (c *cli) supervise(p *plan, runs []*session, sigs <-chan os.Signal) (code *exitCode, forced bool) {
+	cmd, err := c.start(p.cmd)
+	if err != nil {
+		return err, false
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	type loss struct {
+		s   *session
+		err error
+	}
+	lost := make(chan loss, len(runs))
+	for _, s := range runs {
+		go func() {
+			<-s.tunnel.Done()
+			lost <- loss{s, s.tunnel.Err()}
+		}()
+	}
+
+	var ended bool
+	interrupts := 0
+	for {
+		select {
+		case <-exited:
+			code := exitStatus(cmd.ProcessState)
+			if ended {
+				code = ExitEnded
+			}
+			return &exitCode{code: code}, false
+		case sig := <-sigs:
+			if isInterrupt(sig) {
+				interrupts++
+			}
+			if interrupts >= 2 {
+				fmt.Fprintf(c.stderr, "plug: second interrupt: stopping %s at once\n", p.cmd[0])
+				cmd.Process.Kill()
+				return &exitCode{code: 128 + signalNumber(sig)}, true
+			}
+			forward(cmd.Process, sig)
+		case l := <-lost:
+			if ended {
+				continue
+			}
+			ended = true
+			why := "the connection to the agent is lost"
+			if l.err != nil {
+				why = l.err.Error()
+			}
+			fmt.Fprintf(c.stderr, "plug: %s%s\nplug: stopping %s\n", p.prefix(l.s.target), why, p.cmd[0])
+			interrupt(cmd.Process)
+		}
+	}
+}
+
+// start starts CMD with plug's standard streams.
+func (c *cli) start(argv []string) (*exec.Cmd, *exitCode) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		code := ExitNoCmd
+		if errors.Is(err, os.ErrPermission) {
+			code = ExitNoExec
+		}
+		return nil, &exitCode{code, fmt.Errorf("cannot run %s: %v", argv[0], err)}
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.stdout, c.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, &exitCode{ExitNoExec, fmt.Errorf("cannot run %s: %v", argv[0], err)}
+	}
+	return cmd, nil
+}
+
+// closeAll says goodbye on every session, all at once; the agents give the
+// names back before they answer.
+func closeAll(runs []*session) {
+	var wg sync.WaitGroup
+	for _, s := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.tunnel.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// runID returns a new random run id.
+func runID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// isInterrupt reports whether sig is Ctrl-C.
+func isInterrupt(sig os.Signal) bool { return sig == os.Interrupt }
+
+// signalNumber is sig's number, for the 128+N exit code.
+func signalNumber(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return int(syscall.SIGINT)
+}
