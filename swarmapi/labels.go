@@ -12,18 +12,19 @@ import (
 	"plug/tunnel"
 )
 
-// The labels plug puts on services. A relay carries its lease (holder,
-// task, heartbeat) and what it forwards; a parked service carries its
-// receipt. `docker service ls --filter label=plug.relay` lists the relays,
-// `--filter label=plug.receipt` the parked services.
+// The labels plug puts on services, named as its annotations on
+// Kubernetes. A relay carries its lease (holder, task, heartbeat) and what
+// it forwards; a parked service carries its receipt.
+// `docker service ls --filter label=plug.dev/relay` lists the relays,
+// `--filter label=plug.dev/receipt` the parked services.
 const (
-	labelRelay     = "plug.relay"     // relay: the name it serves
-	labelHolder    = "plug.holder"    // relay: the run holding the name (JSON)
-	labelTask      = "plug.task"      // relay: the holding agent's task ID
-	labelHeartbeat = "plug.heartbeat" // relay: the holder's last renewal (RFC 3339)
-	labelPorts     = "plug.ports"     // relay: "PORT:TARGET,..." it forwards
-	labelParked    = "plug.parked"    // relay: ID of the service parked for it
-	labelReceipt   = "plug.receipt"   // parked service: its receipt (JSON)
+	labelRelay     = "plug.dev/relay"     // relay: the name it serves
+	labelHolder    = "plug.dev/holder"    // relay: the run holding the name (JSON)
+	labelTask      = "plug.dev/task"      // relay: the holding agent's task ID
+	labelHeartbeat = "plug.dev/heartbeat" // relay: the holder's last renewal (RFC 3339)
+	labelPorts     = "plug.dev/ports"     // relay: "PORT:TARGET,..." it forwards
+	labelParked    = "plug.dev/parked"    // relay: ID of the service parked for it
+	labelReceipt   = "plug.dev/receipt"   // parked service: its receipt (JSON)
 )
 
 // lease is who holds a relay, and since when they last said so.
@@ -56,15 +57,15 @@ func (l lease) labels() map[string]string {
 // receipt is stored on a parked service: who parked it and for which
 // name, and the original value of every field plug changed, to put back.
 type receipt struct {
-	Name   string        // the name served
-	Relay  string        // the relay service that took the name
-	Holder tunnel.Holder // the run that holds it
-	Task   string        // the holding agent's task ID
-	Parked time.Time
+	Name   string        `json:"name"`   // the name served
+	Relay  string        `json:"relay"`  // the relay service that took the name
+	Holder tunnel.Holder `json:"holder"` // the run that holds it
+	Task   string        `json:"task"`   // the holding agent's task ID
+	Parked time.Time     `json:"parked"`
 	// Saved maps the path of each changed spec field ("Mode",
 	// "TaskTemplate/Placement") to its original JSON value; null means the
 	// field was absent.
-	Saved map[string]json.RawMessage
+	Saved map[string]json.RawMessage `json:"saved"`
 }
 
 // receiptOf reads a service's receipt; ok is false when it has none.
@@ -85,7 +86,7 @@ func (r receipt) label() string {
 	return string(b)
 }
 
-// formatPorts writes a relay's port map as its plug.ports label.
+// formatPorts writes a relay's port map as its plug.dev/ports label.
 func formatPorts(ports map[int]int) string {
 	parts := make([]string, 0, len(ports))
 	for _, port := range slices.Sorted(maps.Keys(ports)) {
@@ -94,7 +95,7 @@ func formatPorts(ports map[int]int) string {
 	return strings.Join(parts, ",")
 }
 
-// parsePorts reads a plug.ports label; entries that do not parse are left out.
+// parsePorts reads a plug.dev/ports label; entries that do not parse are left out.
 func parsePorts(s string) map[int]int {
 	ports := map[int]int{}
 	for _, part := range strings.Split(s, ",") {

@@ -37,9 +37,6 @@ func (p *Platform) sweepLogged(ctx context.Context) {
 	}
 }
 
-// errLost says a relay this agent held is now held by somebody else.
-var errLost = errors.New("the relay is held by another run")
-
 // renew writes a fresh heartbeat on every relay this agent holds, and
 // tells the developer when a name was lost or its takeover undone by
 // somebody else.
@@ -54,25 +51,38 @@ func (p *Platform) renewOne(ctx context.Context, name string, h holding) {
 	if p.relayHeld(name) != h.relayID {
 		return // released meanwhile
 	}
+	var lost string // why the run lost the name
+	moved := false  // the run reconnected through another agent, which holds it now
 	err := p.cfg.Client.UpdateService(ctx, h.relayID, func(s *Service, spec RawSpec) error {
-		if l := leaseOf(s); l.Task != p.cfg.Task || !holdsAll(l, h) {
-			return errLost
+		lost, moved = "", false
+		switch l := leaseOf(s); {
+		case !holdsAll(l, h):
+			lost = fmt.Sprintf("%s was given back while this run still served it, and is now served by %s", name, l.Holder)
+			return ErrNoUpdate
+		case l.Task != p.cfg.Task:
+			moved = true
+			return ErrNoUpdate
 		}
 		spec.SetLabel(labelHeartbeat, time.Now().UTC().Format(time.RFC3339))
 		return nil
 	})
 	switch {
-	case IsNotFound(err) || errors.Is(err, errLost):
-		p.forget(name)
-		p.notify(h, tunnel.EventEnded, fmt.Sprintf("%s no longer reaches this session: its relay was removed or taken by another agent (an agent's sweep, or somebody by hand)", name))
-		return
+	case IsNotFound(err):
+		lost = fmt.Sprintf("%s was given back while this run still served it (its relay service is gone): the name no longer reaches this run", name)
 	case err != nil:
 		p.cfg.Logf("renewing the heartbeat of %s: %v", name, err)
 		return
 	}
+	if lost != "" || moved {
+		p.forget(name)
+		if lost != "" {
+			p.notify(h, tunnel.EventEnded, lost)
+		}
+		return
+	}
 	if h.parked != "" && !h.warned && p.unparked(ctx, h.parked) {
 		p.markWarned(name)
-		p.notify(h, tunnel.EventWarning, fmt.Sprintf("%s: the parked service runs again, changed by somebody else (a stack deploy, a CD controller?): the name is answered by something else too", name))
+		p.notify(h, tunnel.EventWarning, fmt.Sprintf("%s: the parked service runs again, changed by somebody else (a stack deploy, a CD controller?): the deployed tasks answer the name too; plug does not fight that change", name))
 	}
 }
 
@@ -203,6 +213,10 @@ func (p *Platform) alive(ctx context.Context, task string, beat time.Time) (bool
 		return true, ""
 	case t.Ended() || t.DesiredState != "running":
 		return false, fmt.Sprintf("its agent task %s has ended (%s)", task, t.Status.State)
+	}
+	// A removed service's tasks look alive until the swarm gets to them.
+	if _, err := p.cfg.Client.Service(ctx, t.ServiceID); IsNotFound(err) {
+		return false, fmt.Sprintf("the service of its agent task %s was removed", task)
 	}
 	return true, ""
 }
