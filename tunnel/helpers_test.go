@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -245,3 +246,5 @@ func platformDial(p *tunnel.MemoryPlatform, address string) func() (net.Conn, er
 		return p.DialContext(context.Background(), "tcp", address)
 	}
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -7,7 +7,7 @@ import (
 )
 
 // Proxy passes TCP connections to a target, and can break them the ways a
-// network does: Cut closes them, Freeze silences them.
+// network does: Cut closes them, Freeze silences them, Close refuses them.
 type Proxy struct {
 	l      net.Listener
 	target string
@@ -27,11 +27,15 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
 	go p.accept()
-	t.Cleanup(func() {
-		l.Close()
-		p.Cut()
-	})
+	t.Cleanup(p.Close)
 	return p
+}
+
+// Close takes the network away: live connections are cut, new ones
+// refused.
+func (p *Proxy) Close() {
+	p.l.Close()
+	p.Cut()
 }
 
 // Addr is the address to connect to instead of the target.
