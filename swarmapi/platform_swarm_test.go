@@ -319,3 +319,66 @@ func TestAgentConfigFromItsTask(t *testing.T) {
 		t.Fatalf("unknown task: %v", err)
 	}
 }
+
+// TestHeartbeatTellsTheRunWhenTheTakeoverIsUndoneByOthers renews the
+// heartbeat, then has somebody else scale the parked service back up (as
+// a stack deploy would) and remove the relay, and expects the run to be
+// told each time.
+func TestHeartbeatTellsTheRunWhenTheTakeoverIsUndoneByOthers(t *testing.T) {
+	s := needSwarm(t)
+	t.Parallel()
+	ctx := context.Background()
+	name := unique("swt-beat")
+	s.removeRelays(t, name)
+	spec := s.workloadSpec(name, "serve", "-name", "deployed", ":8080")
+	spec.Mode = replicated(1)
+	id := s.createService(t, spec, 1)
+
+	events := make(chan tunnel.Event, 10)
+	p := s.platform(t, "")
+	b := tunnel.Binding{Name: name, Port: 8080, Target: s.serveLocal(t, "local"), Holder: holder("run-beat"),
+		Notify: func(e tunnel.Event) { events <- e }}
+	if _, err := p.Serve(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	relay, err := p.relayFor(ctx, name)
+	if err != nil || relay == nil {
+		t.Fatalf("relay: %v", err)
+	}
+	// Heartbeats have a one-second grain: age the one Serve wrote.
+	if err := s.c.UpdateService(ctx, relay.ID, func(_ *Service, spec RawSpec) error {
+		spec.SetLabel(labelHeartbeat, "2000-01-01T00:00:00Z")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.renew(ctx)
+	if renewed, _ := p.relayFor(ctx, name); renewed == nil || time.Since(leaseOf(renewed).Heartbeat) > time.Minute {
+		t.Fatal("the heartbeat was not renewed")
+	}
+	if len(events) > 0 {
+		t.Fatalf("told %+v while nothing happened", <-events)
+	}
+
+	if out, err := exec.Command(s.docker, "service", "scale", "-d", name+"=1").CombinedOutput(); err != nil {
+		t.Fatalf("scaling up by hand: %v %s", err, out)
+	}
+	p.renew(ctx)
+	if e := <-events; e.Kind != tunnel.EventWarning || e.Name != name || !strings.Contains(e.Text, "runs again") {
+		t.Fatalf("after the scale-up: %+v", e)
+	}
+
+	if err := s.c.RemoveService(ctx, relay.ID); err != nil {
+		t.Fatal(err)
+	}
+	p.renew(ctx)
+	if e := <-events; e.Kind != tunnel.EventEnded || !strings.Contains(e.Text, "no longer reaches this run") {
+		t.Fatalf("after the relay's removal: %+v", e)
+	}
+	if err := p.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, svc := s.rawSpec(t, id); svc.Spec.Labels[labelReceipt] != "" {
+		t.Error("Release left the receipt of a run whose relay is gone")
+	}
+}

@@ -101,8 +101,9 @@ func (p *Platform) restore(ctx context.Context, id, relay string) (bool, error) 
 	return restored, err
 }
 
-// restoreOrphans restores what b's run parked for b.Name without getting
-// as far as a relay (the agent stopped in the middle of a takeover).
+// restoreOrphans restores what b's run parked for b.Name and whose relay is
+// gone: the agent stopped in the middle of a takeover, or somebody removed
+// the relay.
 func (p *Platform) restoreOrphans(ctx context.Context, b tunnel.Binding) error {
 	parked, err := p.cfg.Client.Services(ctx, map[string][]string{"label": {labelReceipt}})
 	if err != nil {
@@ -116,7 +117,7 @@ func (p *Platform) restoreOrphans(ctx context.Context, b tunnel.Binding) error {
 		if _, err := p.restore(ctx, parked[i].ID, r.Relay); err != nil {
 			return err
 		}
-		p.cfg.Logf("restored %s, parked by %s before its relay started", parked[i].Spec.Name, b.Holder.Run)
+		p.cfg.Logf("restored %s, parked by %s, whose relay is gone", parked[i].Spec.Name, b.Holder.Run)
 	}
 	return nil
 }

@@ -16,8 +16,11 @@ import (
 	"io"
 	"log"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Usage is the command's synopsis.
@@ -59,6 +62,18 @@ func ParseArgs(args []string) ([]Route, error) {
 		return nil, errors.New("nothing to relay; usage: " + Usage)
 	}
 	return routes, nil
+}
+
+// Command runs `plug relay` with args (without "relay") until SIGTERM or
+// SIGINT, and returns the process's exit code.
+func Command(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := Main(ctx, args); err != nil {
+		fmt.Fprintln(os.Stderr, "plug relay:", err)
+		return 1
+	}
+	return 0
 }
 
 // Main runs the relay command (args without "relay") until ctx ends.

@@ -4,11 +4,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"plug/swarmapi/relay"
 )
@@ -18,10 +15,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: "+relay.Usage)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := relay.Main(ctx, os.Args[2:]); err != nil {
-		fmt.Fprintln(os.Stderr, "plug relay:", err)
-		os.Exit(1)
-	}
+	os.Exit(relay.Command(os.Args[2:]))
 }
