@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"plug/keys"
+	"plug/swarmapi"
 	"plug/tunnel"
 )
 
@@ -51,10 +52,16 @@ it serves are given back first.
 
 // platforms makes the Platform named by PLUG_PLATFORM. A new platform is
 // one more case here, and its name in platformNames.
-func newPlatform(name string) (tunnel.Platform, error) {
+func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (tunnel.Platform, error) {
 	switch name {
 	case "memory", "none":
 		return tunnel.NewMemoryPlatform(), nil
+	case "swarm":
+		p, err := swarmapi.NewPlatformFromEnv(ctx, logf)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	case "":
 		return nil, fmt.Errorf("no platform: set PLUG_PLATFORM to the cluster this agent runs in (%s)", strings.Join(platformNames(), ", "))
 	}
@@ -62,12 +69,15 @@ func newPlatform(name string) (tunnel.Platform, error) {
 }
 
 func platformNames() []string {
-	return []string{"memory or none (no cluster: names live in the agent's memory, for local tests)"}
+	return []string{
+		"swarm (a Docker Swarm service with the engine's socket, deploy/plug-swarm.yml)",
+		"memory or none (no cluster: names live in the agent's memory, for local tests)",
+	}
 }
 
 func (c *cli) agent(ctx context.Context) error {
 	logger := log.New(c.stderr, "plug agent: ", log.LstdFlags)
-	platform, err := newPlatform(os.Getenv("PLUG_PLATFORM"))
+	platform, err := newPlatform(ctx, os.Getenv("PLUG_PLATFORM"), logger.Printf)
 	if err != nil {
 		return err
 	}
