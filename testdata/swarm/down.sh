@@ -51,7 +51,7 @@ leftovers() {
 	for p in /proc/[0-9]*; do
 		cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
 		case $cmd in
-		dockerd* | /usr/bin/dockerd* | /usr/sbin/docker-proxy* | *"$CONTAINERD_SOCK"*) echo "${p#/proc/} $cmd" ;;
+		dockerd* | /usr/sbin/dockerd* | /usr/sbin/docker-proxy* | *"$CONTAINERD_SOCK"*) echo "${p#/proc/} $cmd" ;;
 		esac
 	done
 }

@@ -27,7 +27,7 @@ start=$(date +%s.%N)
 
 install_packages() {
 	missing=
-	[ -x /usr/bin/dockerd ] && [ -x /usr/bin/docker ] || missing=" docker.io"
+	[ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || missing=" docker.io"
 	command -v nft >/dev/null || missing="$missing nftables"
 	[ -n "$missing" ] || return 0
 	say "installing$missing"

@@ -1,0 +1,3 @@
+module plug/testdata/swarm
+
+go 1.26.8
