@@ -22,8 +22,8 @@ type ClientConfig struct {
 	Run     RunInfo
 
 	// Events receives status lines for the terminal: connection lost and
-	// regained, what the agent says about the names served. It must not
-	// block.
+	// regained, what the agent says about the names served. It may be
+	// called from several goroutines at once, and must not block.
 	Events func(Event)
 
 	// Profile names the profile in error messages, if set.
@@ -85,6 +85,9 @@ var errSessionClosed = errors.New("the session with the agent is closed")
 func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if cfg.Addr == "" || cfg.User == "" || cfg.Signer == nil || cfg.HostKey == nil {
 		return nil, errors.New("tunnel: a ClientConfig needs Addr, User, Signer and HostKey")
+	}
+	if cfg.User == getUser {
+		return nil, errors.New("the user get only downloads plug from the agent; a profile needs another user name")
 	}
 	if cfg.Run.ID == "" {
 		cfg.Run.ID = newRunID("")

@@ -301,3 +301,12 @@ func TestUnreachableAgent(t *testing.T) {
 		t.Errorf("Connect to a port that never answers: %v", err)
 	}
 }
+
+// The get user is not a developer's user.
+func TestConnectRefusesTheGetUser(t *testing.T) {
+	signer, _ := newKey(t)
+	_, err := tunnel.Connect(ctxFor(t, 5*time.Second), tunnel.ClientConfig{Addr: "127.0.0.1:1", User: "get", Signer: signer, HostKey: signer.PublicKey()})
+	if err == nil || !strings.Contains(err.Error(), "only downloads plug") {
+		t.Errorf("Connect as get: %v", err)
+	}
+}

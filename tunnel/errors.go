@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"syscall"
 )
 
 // UnreachableError says the agent could not be reached at all.
@@ -33,7 +32,7 @@ func unreachable(addr string, err error) *UnreachableError {
 	switch {
 	case errors.As(err, &dnsErr):
 		reason = "DNS lookup failed"
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case isRefused(err):
 		reason = "connection refused"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &netErr) && netErr.Timeout():

@@ -87,8 +87,8 @@ func sshArgs(addr, keyFile string) []string {
 }
 
 // startSSH runs OpenSSH in the background until the test ends; its stderr
-// is collected.
-func startSSH(t *testing.T, args ...string) (*exec.Cmd, *lines) {
+// is collected, its stdin open until the test ends.
+func startSSH(t *testing.T, args ...string) (*exec.Cmd, *lines, io.Writer) {
 	t.Helper()
 	cmd := exec.Command(openSSH(t), args...)
 	stderr := &lines{}
@@ -105,7 +105,7 @@ func startSSH(t *testing.T, args ...string) (*exec.Cmd, *lines) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	return cmd, stderr
+	return cmd, stderr, stdin
 }
 
 // lines collects text written by a process or an event callback.

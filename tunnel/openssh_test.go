@@ -2,6 +2,7 @@ package tunnel_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"testing"
@@ -35,7 +36,7 @@ func TestOpenSSHRemoteForwardServesAName(t *testing.T) {
 	_, localPort, _ := net.SplitHostPort(local)
 
 	args := append(sshArgs(addr, keyFile), "-N", "-R", "web:80:127.0.0.1:"+localPort, "dev@127.0.0.1")
-	cmd, _ := startSSH(t, args...)
+	cmd, _, _ := startSSH(t, args...)
 	waitFor(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
 	expectEcho(t, platformDial(platform, "web:80"), "laptop says ")
 
@@ -58,7 +59,7 @@ func TestOpenSSHSessionSaysWhatIsServedAndWhatIsRefused(t *testing.T) {
 
 	args := append(sshArgs(addr, keyFile), "-T",
 		"-R", "web:80:127.0.0.1:"+localPort, "-R", "api:8080:127.0.0.1:"+localPort, "dev@127.0.0.1")
-	_, stderr := startSSH(t, args...)
+	_, stderr, _ := startSSH(t, args...)
 	waitFor(t, 10*time.Second, "the session's status line", func() bool { return stderr.has("press Ctrl-C to end") })
 	waitFor(t, 10*time.Second, "web:80 to be reported served", func() bool { return stderr.has("web:80 is served in the cluster") })
 	waitFor(t, 10*time.Second, "api to be reported held by alice", func() bool {
@@ -73,7 +74,7 @@ func TestOpenSSHRemoteForwardRefusesBadNames(t *testing.T) {
 	_, keyFile := newKey(t)
 	for _, spec := range []string{"Web_1:80:127.0.0.1:9", "80:127.0.0.1:9", "web:0:127.0.0.1:9"} {
 		args := append(sshArgs(addr, keyFile), "-o", "ExitOnForwardFailure=yes", "-N", "-R", spec, "dev@127.0.0.1")
-		cmd, _ := startSSH(t, args...)
+		cmd, _, _ := startSSH(t, args...)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
@@ -87,5 +88,33 @@ func TestOpenSSHRemoteForwardRefusesBadNames(t *testing.T) {
 	}
 	if calls := platform.Calls(); len(calls) != 0 {
 		t.Errorf("the platform was asked: %v", calls)
+	}
+}
+
+// In a terminal session (ssh -t), Ctrl-C ends the run at once: its names
+// are given back before ssh exits.
+func TestOpenSSHCtrlCInATerminalGivesNamesBack(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	addr, _, _ := tunneltest.StartAgent(t, platform)
+	_, keyFile := newKey(t)
+	_, localPort, _ := net.SplitHostPort(echoServer(t, ""))
+
+	args := append(sshArgs(addr, keyFile), "-tt", "-R", "web:80:127.0.0.1:"+localPort, "dev@127.0.0.1")
+	cmd, stderr, stdin := startSSH(t, args...)
+	waitFor(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
+	waitFor(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
+	io.WriteString(stdin, "\x03")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ssh after Ctrl-C: %v\n%s", err, stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ssh did not end on Ctrl-C")
+	}
+	if _, held := platform.Held("web"); held {
+		t.Error("web still served after Ctrl-C")
 	}
 }

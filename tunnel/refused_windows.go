@@ -1,0 +1,14 @@
+package tunnel
+
+import (
+	"errors"
+	"syscall"
+
+	"golang.org/x/sys/windows"
+)
+
+// isRefused reports whether a dial failed because nothing listens there.
+// Windows reports it as a Winsock error of its own.
+func isRefused(err error) bool {
+	return errors.Is(err, windows.WSAECONNREFUSED) || errors.Is(err, syscall.ECONNREFUSED)
+}
