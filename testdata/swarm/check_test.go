@@ -90,13 +90,19 @@ func (c *cluster) docker(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// service creates a service named name on the test network and removes it
-// when the test ends.
+// service creates a service named name and removes it when the test ends,
+// with its tasks' containers (those of finished jobs would stay).
 func (c *cluster) service(t *testing.T, name string, args ...string) {
 	t.Helper()
 	create := []string{"service", "create", "--detach", "--quiet", "--no-resolve-image", "--name", name}
 	c.docker(t, append(create, args...)...)
-	t.Cleanup(func() { c.docker(t, "service", "rm", name) })
+	t.Cleanup(func() {
+		c.docker(t, "service", "rm", name)
+		ids := c.docker(t, "ps", "--all", "--quiet", "--filter", "label=com.docker.swarm.service.name="+name)
+		if ids != "" {
+			c.docker(t, append([]string{"rm", "--force"}, strings.Fields(ids)...)...)
+		}
+	})
 }
 
 // tasks returns the state of each task of service svc, with its error.

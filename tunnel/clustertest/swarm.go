@@ -1,0 +1,179 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SwarmUp is the command that starts the test Docker Swarm.
+const SwarmUp = "sudo testdata/swarm/up.sh"
+
+// Swarm is the running single-node Docker Swarm of testdata/swarm, as seen
+// by one test.
+type Swarm struct {
+	Host      string // DOCKER_HOST of the engine: unix:///var/run/docker.sock
+	Socket    string // path of the engine's API socket, taken from Host
+	Network   string // the attachable overlay network services and containers join
+	DockerBin string // the docker CLI matching the engine (API 1.41)
+
+	PlugImage     string // plug's own image, empty when it was not built
+	WorkloadImage string // testdata/workload's image (entrypoint /workload)
+
+	// Prefix is unique to the test, a DNS label of at most 49 characters:
+	// name what the test creates Prefix+"-something". Services, containers
+	// and networks whose names start with it are removed when the test ends.
+	Prefix string
+}
+
+// NeedSwarm returns the test swarm. When it is not running, the test fails
+// if CI=true and is skipped otherwise, naming the command that starts it.
+func NeedSwarm(t testing.TB) *Swarm {
+	t.Helper()
+	const what = "the test Docker Swarm"
+	s, err := loadSwarm(filepath.Join(envDir(), "swarm.env"))
+	if err == nil {
+		err = s.checkActive()
+	}
+	if err != nil {
+		missing(t, what, SwarmUp, err)
+	}
+	s.Prefix = namespaceFor(t.Name())
+	t.Cleanup(func() {
+		if err := s.removeCreated(); err != nil {
+			t.Errorf("removing what %s created: %v", t.Name(), err)
+		}
+	})
+	return s
+}
+
+// NeedPlugImage returns plug's image, stopping the test like a missing
+// swarm when dist/plug-image.tar was not built before up.sh ran.
+func (s *Swarm) NeedPlugImage(t testing.TB) string {
+	t.Helper()
+	if s.PlugImage == "" {
+		missing(t, "plug's image in the test swarm", "./build.sh image && "+SwarmUp,
+			errors.New("swarm.env names no PLUG_IMAGE"))
+	}
+	return s.PlugImage
+}
+
+// loadSwarm reads the env file up.sh writes.
+func loadSwarm(path string) (*Swarm, error) {
+	env, err := readEnv(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range []string{"DOCKER_HOST", "DOCKER", "SWARM_NETWORK", "WORKLOAD_IMAGE"} {
+		if env[key] == "" {
+			return nil, fmt.Errorf("%s has no %s", path, key)
+		}
+	}
+	return &Swarm{
+		Host:          env["DOCKER_HOST"],
+		Socket:        strings.TrimPrefix(env["DOCKER_HOST"], "unix://"),
+		Network:       env["SWARM_NETWORK"],
+		DockerBin:     env["DOCKER"],
+		PlugImage:     env["PLUG_IMAGE"],
+		WorkloadImage: env["WORKLOAD_IMAGE"],
+	}, nil
+}
+
+// checkActive tells whether the engine answers and is a swarm manager.
+func (s *Swarm) checkActive() error {
+	state, err := s.TryDocker("info", "--format", "{{.Swarm.LocalNodeState}}")
+	if err == nil && state != "active" {
+		err = fmt.Errorf("the engine at %s is not in a swarm (state %q)", s.Host, state)
+	}
+	return err
+}
+
+// Docker runs the docker CLI against the test swarm and returns its standard
+// output without the final newline. It fails the test if docker fails.
+func (s *Swarm) Docker(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := s.TryDocker(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dockerTimeout bounds every docker command, so a hung engine fails a test
+// instead of stalling the suite.
+const dockerTimeout = 2 * time.Minute
+
+// TryDocker is Docker for a command that may fail: the error carries
+// docker's standard error.
+func (s *Swarm) TryDocker(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.DockerBin, args...)
+	cmd.Env = append(cmd.Environ(), "DOCKER_HOST="+s.Host)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "),
+			errors.Join(err, ctx.Err()), strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSuffix(stdout.String(), "\n"), nil
+}
+
+// removeCreated removes the services, containers and networks named with
+// the test's prefix. Networks go last, once the tasks using them are gone.
+func (s *Swarm) removeCreated() error {
+	var errs []error
+	for _, kind := range []struct{ list, remove []string }{
+		{[]string{"service", "ls", "--format", "{{.Name}}"}, []string{"service", "rm"}},
+		{[]string{"ps", "--all", "--format", "{{.Names}}"}, []string{"rm", "--force"}},
+	} {
+		names, err := s.created(kind.list...)
+		if err == nil && len(names) > 0 {
+			_, err = s.TryDocker(append(kind.remove, names...)...)
+		}
+		errs = append(errs, err)
+	}
+	names, err := s.created("network", "ls", "--format", "{{.Name}}")
+	if err == nil && len(names) > 0 {
+		err = s.removeNetworks(names)
+	}
+	return errors.Join(append(errs, err)...)
+}
+
+// created lists the names the list command prints that start with the
+// test's prefix.
+func (s *Swarm) created(list ...string) ([]string, error) {
+	out, err := s.TryDocker(list...)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, name := range strings.Fields(out) {
+		if strings.HasPrefix(name, s.Prefix) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// removeNetworks retries for a while: a network stays in use until the
+// engine has stopped the tasks of the services just removed.
+func (s *Swarm) removeNetworks(names []string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := s.TryDocker(append([]string{"network", "rm"}, names...)...)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+		if names, err = s.created("network", "ls", "--format", "{{.Name}}"); err != nil || len(names) == 0 {
+			return err
+		}
+	}
+}
