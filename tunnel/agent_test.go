@@ -45,3 +45,38 @@ func TestGarbageOnTheControlChannelClosesTheConnection(t *testing.T) {
 		}
 	}
 }
+
+// cancel-tcpip-forward gives a name back at once; the connection goes on.
+func TestCancelForwardGivesTheNameBack(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	addr, hostKey, _ := tunneltest.StartAgent(t, platform)
+	signer, _ := newKey(t)
+	c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{
+		User:            "dev",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(hostKey),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	web := ssh.Marshal(struct {
+		Addr string
+		Port uint32
+	}{"web", 80})
+	if ok, _, err := c.SendRequest("tcpip-forward", true, web); !ok || err != nil {
+		t.Fatalf("tcpip-forward web:80: %t, %v", ok, err)
+	}
+	if _, held := platform.Held("web"); !held {
+		t.Fatal("web not served")
+	}
+	if ok, _, err := c.SendRequest("cancel-tcpip-forward", true, web); !ok || err != nil {
+		t.Fatalf("cancel-tcpip-forward web:80: %t, %v", ok, err)
+	}
+	if _, held := platform.Held("web"); held {
+		t.Error("web still served after its cancel")
+	}
+	if ok, _, _ := c.SendRequest("cancel-tcpip-forward", true, web); ok {
+		t.Error("a second cancel succeeded")
+	}
+}

@@ -37,7 +37,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 // newKey makes a developer key pair; the private key is also written, in
 // OpenSSH form, to a file for ssh -i.
-func newKey(t *testing.T) (ssh.Signer, string) {
+func newKey(t testing.TB) (ssh.Signer, string) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

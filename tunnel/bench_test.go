@@ -1,0 +1,69 @@
+package tunnel_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+
+	"plug/tunnel"
+	"plug/tunnel/tunneltest"
+)
+
+// sinkServer reads and discards everything, then answers with one byte.
+func sinkServer(tb testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(io.Discard, c)
+				c.Write([]byte{1})
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// BenchmarkServedName measures what a caller in the cluster sends to a
+// developer's process through a served name: agent, SSH, client, local.
+func BenchmarkServedName(b *testing.B) {
+	platform := tunneltest.NewPlatform()
+	addr, hostKey, _ := tunneltest.StartAgent(b, platform, func(a *tunnel.Agent) { a.Logf = func(string, ...any) {} })
+	priv, _ := newKey(b)
+	s, err := tunnel.Connect(context.Background(), tunnel.ClientConfig{Addr: addr, User: "dev", Signer: priv, HostKey: hostKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Serve(context.Background(), "sink", 80, sinkServer(b)); err != nil {
+		b.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	b.SetBytes(int64(len(chunk)) * 64)
+	b.ResetTimer()
+	for range b.N {
+		c, err := platform.DialContext(context.Background(), "tcp", "sink:80")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 64 {
+			if _, err := c.Write(chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c.(*net.TCPConn).CloseWrite()
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
