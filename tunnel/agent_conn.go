@@ -159,7 +159,7 @@ func (dc *devConn) hello(h helloMsg) {
 	}
 	r, resumed, err := dc.a.attach(dc, h)
 	if err != nil {
-		dc.tellEnded(ending{by: "agent", reason: err.Error(), retry: errors.Is(err, errAgentStopping)})
+		go dc.tellEnded(ending{by: "agent", reason: err.Error(), retry: errors.Is(err, errAgentStopping)})
 		go dc.closeAfterEnded()
 		return
 	}

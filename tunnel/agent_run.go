@@ -156,8 +156,9 @@ func (a *Agent) EndRun(id, by, reason string) error {
 	return nil
 }
 
-// endRun ends r once: it tells its connection, gives back every name, and
-// closes the connection or acknowledges the goodbye.
+// endRun ends r once: it gives back every name first, whatever the client
+// does, then tells the connection why and closes it, or acknowledges the
+// goodbye.
 func (a *Agent) endRun(r *run, e ending) {
 	r.mu.Lock()
 	if r.ended || (e.ifDetached && r.conn.Load() != nil) {
@@ -179,9 +180,6 @@ func (a *Agent) endRun(r *run, e ending) {
 	a.mu.Unlock()
 
 	dc := r.conn.Load()
-	if dc != nil && e.by != "" {
-		dc.tellEnded(e)
-	}
 	names := namesOf(bindings)
 	for _, b := range bindings {
 		a.release(r, b)
@@ -197,6 +195,7 @@ func (a *Agent) endRun(r *run, e ending) {
 	case e.goodbye:
 		dc.sendControl(goodbyeMsg{})
 	case e.by != "":
+		go dc.tellEnded(e) // closeAfterEnded unblocks it if the client does not read
 		dc.closeAfterEnded()
 	}
 }
