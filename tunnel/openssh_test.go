@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -117,4 +118,18 @@ func TestOpenSSHCtrlCInATerminalGivesNamesBack(t *testing.T) {
 	if _, held := platform.Held("web"); held {
 		t.Error("web still served after Ctrl-C")
 	}
+}
+
+// A developer's session offers no subsystem (sftp) and no agent or X11
+// forwarding; the status session still works with them asked for.
+func TestOpenSSHSessionRefusesSubsystemsAndForwardedAgents(t *testing.T) {
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform())
+	_, keyFile := newKey(t)
+	sftp := append(sshArgs(addr, keyFile), "-T", "-s", "dev@127.0.0.1", "sftp")
+	if out, err := exec.Command(openSSH(t), sftp...).CombinedOutput(); err == nil {
+		t.Errorf("the sftp subsystem was granted:\n%s", out)
+	}
+	forwarding := append(sshArgs(addr, keyFile), "-T", "-A", "-X", "-o", "SetEnv=FOO=bar", "dev@127.0.0.1")
+	_, stderr, _ := startSSH(t, forwarding...)
+	waitFor(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
 }
