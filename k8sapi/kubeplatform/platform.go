@@ -93,7 +93,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // pod's service account (or, outside a pod, of $KUBECONFIG or
 // ~/.kube/config), and from the downward API POD_NAMESPACE, POD_NAME and
 // POD_IP.
-func NewFromEnv(ctx context.Context, logf func(format string, args ...any)) (*Platform, error) {
+func NewFromEnv(logf func(format string, args ...any)) (*Platform, error) {
 	cfg, err := k8sapi.InCluster()
 	if errors.Is(err, k8sapi.ErrNotInCluster) {
 		cfg, err = k8sapi.LoadKubeconfig(k8sapi.DefaultKubeconfig(), "")
