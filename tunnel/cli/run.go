@@ -124,15 +124,10 @@ func (c *cli) event(prefix string, e tunnel.Event) {
 	if e.Kind == tunnel.EventEnded {
 		return
 	}
-	about := prefix
-	if e.Name != "" {
-		about += e.Name + ": "
-	}
-	switch e.Kind {
-	case tunnel.EventWarning:
-		fmt.Fprintf(c.stderr, "plug: warning: %s%s\n", about, e.Text)
-	default:
-		fmt.Fprintf(c.stderr, "plug: %s%s\n", about, e.Text)
+	if e.Kind == tunnel.EventWarning {
+		fmt.Fprintf(c.stderr, "plug: warning: %s%s\n", prefix, e.Text)
+	} else {
+		fmt.Fprintf(c.stderr, "plug: %s%s\n", prefix, e.Text)
 	}
 }
 
