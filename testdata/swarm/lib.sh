@@ -30,9 +30,14 @@ die() {
 	exit 1
 }
 
+# running PID succeeds when process PID runs (a zombie does not).
+running() {
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # alive PIDFILE succeeds when the process named in PIDFILE runs.
 alive() {
-	[ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+	[ -s "$1" ] && running "$(cat "$1")"
 }
 
 # uplinks prints the interfaces that default routes leave through.
@@ -41,7 +46,7 @@ uplinks() {
 }
 
 # snapshot DIR records what the comparison looks at: links, netns, the
-# nftables ruleset, the iptables rules and the sysctls.
+# nftables ruleset, the iptables rules, the sysctls and Docker's mounts.
 snapshot() {
 	mkdir -p "$1"
 	ip -o link show >"$1/link"
@@ -51,6 +56,16 @@ snapshot() {
 		if command -v $t-save >/dev/null; then $t-save >"$1/$t"; else : >"$1/$t"; fi
 	done
 	sysctls >"$1/sysctl"
+	docker_mounts >"$1/mounts"
+}
+
+# docker_mounts prints the mount points at or under the directories dockerd
+# and containerd use, deepest first. (dockerd bind-mounts its data root on
+# itself, and unmounts it only when it shuts down cleanly.)
+docker_mounts() {
+	findmnt -rn -o TARGET | awk -v a="$DATA_ROOT" -v b="$EXEC_ROOT" -v c="$STATE" '
+	function at(dir) { return $0 == dir || index($0, dir "/") == 1 }
+	at(a) || at(b) || at(c)' | sort -r
 }
 
 # sysctls prints "key = value" for every sysctl, once: a key that sysctl -a
@@ -105,11 +120,12 @@ norm_sysctl() { grep -Ev "$VOLATILE_SYSCTLS" "$1" | sort; }
 # compare BEFORE_DIR AFTER_DIR prints every difference and fails if any.
 compare() {
 	rc=0
-	for what in link netns nft iptables ip6tables sysctl; do
+	for what in link netns nft iptables ip6tables sysctl mounts; do
 		case $what in
 		link) norm_link "$1" "$1/link" >"$2/$what.before"; norm_link "$1" "$2/link" >"$2/$what.after" ;;
 		sysctl) sysctl_common "$1/sysctl" "$2/sysctl" >"$2/$what.before"
 			sysctl_common "$2/sysctl" "$1/sysctl" >"$2/$what.after" ;;
+		mounts) cp "$1/$what" "$2/$what.before"; cp "$2/$what" "$2/$what.after" ;;
 		ip6tables) norm_iptables "$1/$what" >"$2/$what.before"; norm_iptables "$2/$what" >"$2/$what.after" ;;
 		*) norm_$what "$1/$what" >"$2/$what.before"; norm_$what "$2/$what" >"$2/$what.after" ;;
 		esac

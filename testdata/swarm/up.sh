@@ -120,14 +120,15 @@ start_daemons() {
 	# Our own containerd: dockerd would otherwise share the one the Kubernetes
 	# harness runs on /run/containerd/containerd.sock.
 	if ! alive "$STATE/containerd.pid"; then
+		rm -f "$CONTAINERD_SOCK" # left by a containerd that was killed
 		setsid containerd --config "$CONF/containerd.toml" >"$STATE/containerd.log" 2>&1 </dev/null &
 		echo $! >"$STATE/containerd.pid"
-		wait_for 30 "containerd (see $STATE/containerd.log)" test -S "$CONTAINERD_SOCK"
 	fi
+	wait_for 30 "containerd (see $STATE/containerd.log)" ctr --address "$CONTAINERD_SOCK" version
 	if ! alive "$STATE/dockerd.pid"; then
 		setsid dockerd --config-file "$CONF/daemon.json" >"$STATE/dockerd.log" 2>&1 </dev/null &
-		wait_for 30 "dockerd (see $STATE/dockerd.log)" $DOCKER version
 	fi
+	wait_for 30 "dockerd (see $STATE/dockerd.log)" $DOCKER version
 }
 
 # init_swarm creates docker_gwbridge ourselves (so it gets our range, binds
