@@ -74,9 +74,19 @@ func readVars(path string) (map[string]string, error) {
 }
 
 // docker runs the CLI and returns its trimmed output; it fails t on error.
-// (Not bound to t.Context(): cleanups run after that is canceled.)
 func (c *cluster) docker(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := c.tryDocker(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tryDocker runs the CLI and returns its trimmed output, or an error with
+// what it printed on standard error. (Not bound to t.Context(): cleanups run
+// after that is canceled.)
+func (c *cluster) tryDocker(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.cli, args...)
@@ -85,9 +95,9 @@ func (c *cluster) docker(t *testing.T, args ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, stderr.Bytes())
+		return "", fmt.Errorf("docker %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 // service creates a service named name and removes it when the test ends,
@@ -193,5 +203,23 @@ func TestHostModePublishIsReachableOnLoopback(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if string(body) != svc+"\n" {
 		t.Fatalf("127.0.0.1:%s answered %q, want %q", port, body, svc+"\n")
+	}
+}
+
+// The guard of up.sh rejects what a task sends towards the uplink: to the
+// test ranges, and from them to anywhere (nothing is masqueraded). The
+// connection fails at once with "no route to host", not after a timeout.
+// The addresses are never routed: a test range and a documentation range.
+func TestTasksCannotReachBeyondTheMachine(t *testing.T) {
+	c := needSwarm(t)
+	for _, addr := range []string{"198.18.255.1:9", "203.0.113.1:9"} {
+		start := time.Now()
+		_, err := c.tryDocker("run", "--rm", "--network", c.network, c.workload, "tcp", "-timeout", "10s", addr)
+		if err == nil || !strings.Contains(err.Error(), "no route to host") {
+			t.Errorf("a container dialing %s got %v, want it rejected with no route to host", addr, err)
+		}
+		if took := time.Since(start); took > 8*time.Second {
+			t.Errorf("dialing %s took %v: dropped or timed out, not rejected", addr, took)
+		}
 	}
 }
