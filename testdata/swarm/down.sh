@@ -140,6 +140,20 @@ clean_iptables() {
 	done
 }
 
+# remove_shim_sockets removes the sockets that shims of our containerd left
+# (when they were killed) in /run/containerd/s, where every containerd's
+# shims put theirs, each named by the hash of containerd's socket, namespace
+# and container. /run/containerd goes too if it is empty and was not there
+# before up.sh.
+remove_shim_sockets() {
+	for bundle in "$STATE"/containerd/io.containerd.runtime.v2.task/moby/*; do
+		[ -d "$bundle" ] || continue
+		hash=$(printf '%s' "$CONTAINERD_SOCK/moby/${bundle##*/}" | sha256sum | cut -d' ' -f1)
+		rm -f "/run/containerd/s/$hash"
+	done
+	[ ! -e "$STATE/before/no-run-containerd" ] || rmdir /run/containerd/s /run/containerd 2>/dev/null || :
+}
+
 # restore_sysctls writes back every sysctl whose value differs from the
 # snapshot, net.ipv4.ip_forward first (it resets the forwarding of every
 # interface).
@@ -170,13 +184,9 @@ for t in iptables ip6tables; do clean_iptables $t; done
 nft delete table inet "$GUARD_TABLE" 2>/dev/null || :
 [ ! -f "$STATE/before/sysctl" ] || restore_sysctls
 
+remove_shim_sockets
 rm -rf "$EXEC_ROOT" "$STATE/containerd" "$CONF" /var/run/docker.sock "$ENV_FILE"
 rmdir /etc/plug-test 2>/dev/null || :
-# Shims put their sockets in /run/containerd/s whatever containerd they
-# serve; the Kubernetes harness's containerd lives in /run/containerd too.
-if [ -e "$STATE/before/no-run-containerd" ] && [ ! -S /run/containerd/containerd.sock ]; then
-	rm -rf /run/containerd
-fi
 
 if [ ! -d "$STATE/before" ]; then
 	rm -rf "$STATE"
