@@ -37,7 +37,8 @@ type Client struct {
 	http   *http.Client
 
 	mu      sync.Mutex
-	version string // negotiated API version, e.g. "1.41"; "" until negotiated
+	version string  // negotiated API version, e.g. "1.41"; "" until negotiated
+	engine  Version // the engine's answer to the negotiation
 }
 
 // NewClientFromEnv returns a client for the engine named by DOCKER_HOST
@@ -101,8 +102,18 @@ func (c *Client) APIVersion(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.version = version
+	c.version, c.engine = version, v
 	return version, nil
+}
+
+// Engine returns the engine's version answer, negotiating first if needed.
+func (c *Client) Engine(ctx context.Context) (Version, error) {
+	if _, err := c.APIVersion(ctx); err != nil {
+		return Version{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.engine, nil
 }
 
 // do calls the engine at the negotiated API version: method on path with
@@ -118,11 +129,29 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 
 // call is do without the version prefix.
 func (c *Client) call(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	resp, err := c.send(ctx, method, path, query, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send makes a request and returns the engine's successful answer, whose
+// body the caller closes; a failed answer is returned as an *Error.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("encoding %s %s: %w", method, path, err)
+			return nil, fmt.Errorf("encoding %s %s: %w", method, path, err)
 		}
 		body = bytes.NewReader(b)
 	}
@@ -132,7 +161,7 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -140,22 +169,15 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if se, ok := asSocketError(err); ok {
-			return se
+			return nil, se
 		}
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return responseError(method, path, resp)
+		defer resp.Body.Close()
+		return nil, responseError(method, path, resp)
 	}
-	if out == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decoding the answer to %s %s: %w", method, path, err)
-	}
-	return nil
+	return resp, nil
 }
 
 // filters encodes the engine's filter argument: {"key":["value",...]}.

@@ -51,7 +51,6 @@ func TestErrorsAreTypedFromTheEngineMessage(t *testing.T) {
 		{404, `{"message":"service web not found"}`, IsNotFound, "service web not found"},
 		{409, `{"message":"name conflicts with an existing object"}`, IsConflict, "name conflicts"},
 		{500, `{"message":"rpc error: code = Unknown desc = update out of sequence"}`, IsOutOfSequence, "update out of sequence"},
-		{503, `{"message":"This node is not a swarm manager."}`, IsNotManager, "not a swarm manager"},
 		{500, "plain text failure\n", func(err error) bool { return !IsNotFound(err) && !IsConflict(err) }, "plain text failure"},
 	}
 	for _, tc := range cases {

@@ -6,15 +6,6 @@ import (
 	"net/url"
 )
 
-// ContainerSummary is a container as GET /containers/json lists it.
-type ContainerSummary struct {
-	ID     string `json:"Id"`
-	Names  []string
-	Image  string
-	State  string
-	Labels map[string]string
-}
-
 // Container is a container as GET /containers/{id}/json describes it.
 type Container struct {
 	ID     string `json:"Id"`
@@ -38,14 +29,6 @@ type EndpointSettings struct {
 	NetworkID string
 	IPAddress string
 	Aliases   []string
-}
-
-// Containers lists the running containers matching filter ("label",
-// "network", "name", ...).
-func (c *Client) Containers(ctx context.Context, filter map[string][]string) ([]ContainerSummary, error) {
-	var out []ContainerSummary
-	err := c.do(ctx, http.MethodGet, "/containers/json", filters(filter), nil, &out)
-	return out, err
 }
 
 // Container inspects a container by ID, ID prefix or name.

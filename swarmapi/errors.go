@@ -46,13 +46,6 @@ func IsOutOfSequence(err error) bool {
 	return errors.As(err, &e) && strings.Contains(e.Message, "update out of sequence")
 }
 
-// IsNotManager reports whether err is the engine saying it is not a swarm
-// manager (or not in a swarm at all), so it cannot manage services.
-func IsNotManager(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Status == http.StatusServiceUnavailable
-}
-
 // responseError reads the engine's {"message": "..."} from a failed answer.
 func responseError(method, path string, resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

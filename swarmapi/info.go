@@ -31,11 +31,3 @@ func (c *Client) Info(ctx context.Context) (*Info, error) {
 	}
 	return &info, nil
 }
-
-// Engine returns the engine's version answer (GET /version), whatever API
-// version plug negotiated.
-func (c *Client) Engine(ctx context.Context) (Version, error) {
-	var v Version
-	err := c.call(ctx, http.MethodGet, "/version", nil, nil, &v)
-	return v, err
-}

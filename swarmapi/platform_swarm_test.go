@@ -20,7 +20,7 @@ func TestServeNewNameReachesTheSessionAndIsGoneAfterRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	caller := s.caller(t)
-	name := unique("swt-new")
+	name := s.name("new")
 	s.removeRelays(t, name)
 	p := s.platform(t, "")
 	b := tunnel.Binding{Name: name, Port: 8080, Target: s.serveLocal(t, "local"), Holder: holder("run-new")}
@@ -62,7 +62,7 @@ func TestTakeOverParksTheServiceAndRestoresItExactly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	caller := s.caller(t)
-	name := unique("swt-web")
+	name := s.name("web")
 	s.removeRelays(t, name)
 	spec := s.workloadSpec(name, "serve", "-name", "deployed", ":8080")
 	spec.Mode = replicated(2)
@@ -117,8 +117,8 @@ func TestTakeOverOfAVIPServiceByItsAlias(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	caller := s.caller(t)
-	alias := unique("swt-api")
-	stackName := "swtstack_" + alias
+	alias := s.name("api")
+	stackName := "stack_" + alias
 	s.removeRelays(t, alias)
 	spec := s.workloadSpec(stackName, "serve", "-name", "deployed", ":8080")
 	spec.Mode = replicated(1)
@@ -147,7 +147,7 @@ func TestTakeOverOfAGlobalServiceParksItWithAConstraint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	caller := s.caller(t)
-	name := unique("swt-global")
+	name := s.name("global")
 	s.removeRelays(t, name)
 	spec := s.workloadSpec(name, "serve", "-name", "deployed", ":8080")
 	spec.Mode = ServiceMode{Global: &struct{}{}}
@@ -184,7 +184,7 @@ func TestSweepGivesBackWhatAGoneAgentHeld(t *testing.T) {
 	s := needSwarm(t)
 	t.Parallel()
 	ctx := context.Background()
-	standIn := s.workloadSpec(unique("swt-agent"), "pause")
+	standIn := s.workloadSpec(s.name("agent"), "pause")
 	standIn.Mode = replicated(1)
 	agentSvc := s.createService(t, standIn, 1)
 	tasks, err := s.c.Tasks(ctx, map[string][]string{"service": {agentSvc}, "desired-state": {"running"}})
@@ -193,13 +193,13 @@ func TestSweepGivesBackWhatAGoneAgentHeld(t *testing.T) {
 	}
 	agent := s.platform(t, tasks[0].ID)
 
-	name := unique("swt-swept")
+	name := s.name("swept")
 	s.removeRelays(t, name)
 	spec := s.workloadSpec(name, "serve", "-name", "deployed", ":8080")
 	spec.Mode = replicated(1)
 	id := s.createService(t, spec, 1)
 	original, _ := s.rawSpec(t, id)
-	newName := unique("swt-sweptnew")
+	newName := s.name("sweptnew")
 	s.removeRelays(t, newName)
 	port := s.serveLocal(t, "local")
 	for _, n := range []string{name, newName} {
@@ -263,7 +263,7 @@ func TestServeRefusesBadInputBeforeTouchingTheEngine(t *testing.T) {
 func TestServeRefusesAJob(t *testing.T) {
 	s := needSwarm(t)
 	t.Parallel()
-	name := unique("swt-job")
+	name := s.name("job")
 	spec := s.workloadSpec(name, "pause")
 	job := json.RawMessage(`{"MaxConcurrent":1,"TotalCompletions":1}`)
 	spec.Mode = ServiceMode{ReplicatedJob: &job}
@@ -290,17 +290,34 @@ func TestRightsOnTheLocalSwarm(t *testing.T) {
 			t.Errorf("%+v", r)
 		}
 	}
+	if len(rights) != 4 || !strings.Contains(rights[1].Rule, "speaks 1.41") || !strings.Contains(rights[3].Rule, s.network.Name) {
+		t.Errorf("rights %+v", rights)
+	}
+
+	noNetwork := NewPlatform(Config{Client: s.c})
+	rights, err = noNetwork.Rights(context.Background())
+	if err != nil || rights[3].Granted || !strings.Contains(rights[3].Fix, s.network.Name) {
+		t.Errorf("without a network: %+v, %v", rights, err)
+	}
 	noSocket := NewPlatform(Config{Client: NewClient(t.TempDir() + "/docker.sock")})
 	rights, err = noSocket.Rights(context.Background())
-	if err != nil || len(rights) == 0 || rights[0].Granted || !strings.Contains(rights[0].Fix, "no Docker socket") {
+	if err != nil || rights[0].Granted || !strings.Contains(rights[0].Fix, "no Docker socket") {
 		t.Fatalf("without a socket: %+v, %v", rights, err)
+	}
+}
+
+func TestRightsOfAnEngineTooOld(t *testing.T) {
+	c := fakeEngine(t, "1.40", "1.12", nil)
+	rights, err := NewPlatform(Config{Client: c}).Rights(context.Background())
+	if err != nil || !rights[0].Granted || rights[1].Granted || !strings.Contains(rights[1].Fix, "Docker 20.10 or newer") {
+		t.Fatalf("%+v, %v", rights, err)
 	}
 }
 
 func TestAgentConfigFromItsTask(t *testing.T) {
 	s := needSwarm(t)
 	t.Parallel()
-	spec := s.workloadSpec(unique("swt-discover"), "pause")
+	spec := s.workloadSpec(s.name("discover"), "pause")
 	spec.Mode = replicated(1)
 	id := s.createService(t, spec, 1)
 	tasks, err := s.c.Tasks(context.Background(), map[string][]string{"service": {id}, "desired-state": {"running"}})
@@ -328,7 +345,7 @@ func TestHeartbeatTellsTheRunWhenTheTakeoverIsUndoneByOthers(t *testing.T) {
 	s := needSwarm(t)
 	t.Parallel()
 	ctx := context.Background()
-	name := unique("swt-beat")
+	name := s.name("beat")
 	s.removeRelays(t, name)
 	spec := s.workloadSpec(name, "serve", "-name", "deployed", ":8080")
 	spec.Mode = replicated(1)

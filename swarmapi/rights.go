@@ -2,7 +2,9 @@ package swarmapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"plug/tunnel"
 )
@@ -16,7 +18,7 @@ func (p *Platform) Rights(ctx context.Context) ([]tunnel.Right, error) {
 		Rule:     "use the Docker socket " + p.cfg.Client.Socket(),
 		Feature:  "everything: the agent reads and changes the swarm through the engine",
 		Required: true,
-		Fix:      "mount the engine's socket into the agent (deploy/plug-swarm.yml does) and run it in the socket's group",
+		Fix:      "mount the engine's socket into the agent and run it in the socket's group (DOCKER_GID, deploy/plug-swarm.yml)",
 	}
 	version := tunnel.Right{
 		Rule:     fmt.Sprintf("Docker Engine API %s to %s", MinAPIVersion, MaxAPIVersion),
@@ -35,30 +37,51 @@ func (p *Platform) Rights(ctx context.Context) ([]tunnel.Right, error) {
 		Feature:  "-s and -c: put names on the network and reach its services",
 		Required: true,
 		Granted:  p.cfg.Address != "" && len(p.cfg.Networks) > 0,
-		Fix:      "attach the agent to the application's network: docker service update --network-add NETWORK plug_agent, or list it under networks in deploy/plug-swarm.yml",
+		Fix:      "deploy with PLUG_NETWORK set to the application's network (deploy/plug-swarm.yml), or docker service update --network-add NETWORK plug_agent",
 	}
-	if network.Granted {
-		network.Rule += " (" + p.networkNames() + ")"
-	}
+	rights := []tunnel.Right{socket, version, manager, network}
 
-	_, err := p.cfg.Client.APIVersion(ctx)
-	if err != nil {
-		if _, ok := err.(*VersionError); ok {
-			socket.Granted = true
-			version.Fix = err.Error()
-		} else {
-			socket.Fix = err.Error()
-		}
-		return []tunnel.Right{socket, version, manager, network}, nil
+	engine, err := p.cfg.Client.Engine(ctx)
+	var ve *VersionError
+	switch {
+	case errors.As(err, &ve):
+		rights[0].Granted = true
+		rights[1].Fix = err.Error()
+		return rights, nil
+	case err != nil:
+		rights[0].Fix = err.Error()
+		return rights, nil
 	}
-	socket.Granted, version.Granted = true, true
+	rights[0].Granted, rights[1].Granted = true, true
+	rights[1].Rule += fmt.Sprintf(" (Docker %s speaks %s)", engine.Version, engine.APIVersion)
 	info, err := p.cfg.Client.Info(ctx)
 	if err != nil {
 		return nil, err
 	}
-	manager.Granted = info.Swarm.ControlAvailable
-	if !manager.Granted && info.Swarm.LocalNodeState != "active" {
-		manager.Fix = fmt.Sprintf("this engine is in no swarm (state %q): run `docker swarm init`, or deploy the agent to a swarm", info.Swarm.LocalNodeState)
+	rights[2].Granted = info.Swarm.ControlAvailable
+	if info.Swarm.LocalNodeState != "active" {
+		rights[2].Fix = fmt.Sprintf("this engine is in no swarm (state %q): deploy the agent to a swarm (docker swarm init makes one)", info.Swarm.LocalNodeState)
 	}
-	return []tunnel.Right{socket, version, manager, network}, nil
+	if network.Granted {
+		rights[3].Rule += " (" + p.networkNames() + ")"
+	} else if names := p.overlayNetworks(ctx); names != "" {
+		rights[3].Fix += "; this swarm's overlay networks: " + names
+	}
+	return rights, nil
+}
+
+// overlayNetworks lists the swarm's overlay networks but ingress, for the
+// developer to choose from; "" when there are none or they cannot be read.
+func (p *Platform) overlayNetworks(ctx context.Context) string {
+	nets, err := p.cfg.Client.Networks(ctx, map[string][]string{"driver": {"overlay"}})
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, n := range nets {
+		if !n.Ingress {
+			names = append(names, n.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }

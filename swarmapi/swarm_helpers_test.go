@@ -1,10 +1,7 @@
 package swarmapi
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -20,12 +17,14 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 )
 
-// testSwarm is the local swarm of testdata/swarm, as the tests use it.
+// testSwarm is the local swarm of testdata/swarm, as one test uses it.
 type testSwarm struct {
 	c          *Client
 	docker     string // the CLI matching the engine, for what plug itself never does (exec)
+	prefix     string // what the test names its services with; they go when it ends
 	network    NetworkRef
 	node       string
 	gateway    string // the host's address on docker_gwbridge, which tasks reach
@@ -33,33 +32,16 @@ type testSwarm struct {
 	relayImage string
 }
 
-// needSwarm returns the local swarm, or stops the test: it fails under
-// CI=true and skips otherwise, saying how to start the swarm.
+// needSwarm returns the local swarm, or stops the test as
+// clustertest.NeedSwarm does.
 func needSwarm(t *testing.T) *testSwarm {
 	t.Helper()
-	dir := os.Getenv("PLUG_TEST_ENV_DIR")
-	if dir == "" {
-		dir = "/run/plug-test"
-	}
-	env, err := readEnvFile(filepath.Join(dir, "swarm.env"))
-	if err == nil && env["DOCKER_HOST"] == "" {
-		err = fmt.Errorf("%s/swarm.env names no DOCKER_HOST", dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the local swarm is not running (%v); CI must start it with testdata/swarm/up.sh", err)
-		}
-		t.Skipf("the local swarm is not running (%v); start it with testdata/swarm/up.sh", err)
-	}
+	cs := clustertest.NeedSwarm(t)
 	ctx := context.Background()
-	s := &testSwarm{
-		c:        NewClient(strings.TrimPrefix(env["DOCKER_HOST"], "unix://")),
-		docker:   env["DOCKER"],
-		workload: env["WORKLOAD_IMAGE"],
-	}
-	nw, err := s.c.Network(ctx, env["SWARM_NETWORK"])
+	s := &testSwarm{c: NewClient(cs.Socket), docker: cs.DockerBin, prefix: cs.Prefix, workload: cs.WorkloadImage}
+	nw, err := s.c.Network(ctx, cs.Network)
 	if err != nil {
-		t.Fatalf("the swarm's network %s: %v", env["SWARM_NETWORK"], err)
+		t.Fatalf("the swarm's network %s: %v", cs.Network, err)
 	}
 	s.network = NetworkRef{ID: nw.ID, Name: nw.Name}
 	info, err := s.c.Info(ctx)
@@ -73,6 +55,9 @@ func needSwarm(t *testing.T) *testSwarm {
 	s.relayImage = relayImage(t, s)
 	return s
 }
+
+// name is a service name of the test's own: prefix-what.
+func (s *testSwarm) name(what string) string { return s.prefix + "-" + what }
 
 // hostAddress is the host's IPv4 address on the interface named dev.
 func hostAddress(dev string) (string, error) {
@@ -90,22 +75,6 @@ func hostAddress(dev string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s has no IPv4 address", dev)
-}
-
-func readEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok && !strings.HasPrefix(k, "#") {
-			env[k] = v
-		}
-	}
-	return env, sc.Err()
 }
 
 var relayImageOnce struct {
@@ -159,13 +128,6 @@ func (s *testSwarm) platform(t *testing.T, task string) *Platform {
 	})
 }
 
-// unique returns prefix with a random suffix, a valid service name.
-func unique(prefix string) string {
-	b := make([]byte, 3)
-	rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
-}
-
 func holder(run string) tunnel.Holder {
 	return tunnel.Holder{Run: run, Agent: "test-agent", Developer: "SHA256:test", User: "dev", Since: time.Now()}
 }
@@ -186,16 +148,15 @@ func (s *testSwarm) serveLocal(t *testing.T, body string) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// createService creates spec's service labelled as the test's, removed
-// when the test ends, and waits until it runs want tasks.
+// createService creates spec's service, whose name must start with the
+// test's prefix so that it goes when the test ends, and waits until it runs
+// want tasks.
 func (s *testSwarm) createService(t *testing.T, spec ServiceSpec, want int) string {
 	t.Helper()
-	ctx := context.Background()
-	id, err := s.c.CreateService(ctx, spec)
+	id, err := s.c.CreateService(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("creating %s: %v", spec.Name, err)
 	}
-	t.Cleanup(func() { s.c.RemoveService(context.Background(), id) })
 	s.waitTasks(t, id, want)
 	return id
 }
@@ -244,7 +205,7 @@ func (s *testSwarm) running(id string) (int, error) {
 // and returns its container.
 func (s *testSwarm) caller(t *testing.T) string {
 	t.Helper()
-	spec := s.workloadSpec(unique("swt-caller"), "pause")
+	spec := s.workloadSpec(s.name("caller"), "pause")
 	spec.Mode = replicated(1)
 	id := s.createService(t, spec, 1)
 	tasks, err := s.c.Tasks(context.Background(), map[string][]string{"service": {id}, "desired-state": {"running"}})
@@ -322,7 +283,8 @@ func (s *testSwarm) noRelay(t *testing.T, name string) {
 	}
 }
 
-// removeRelays removes what a failed test leaves of name's relays.
+// removeRelays removes what a failed test leaves of name's relays: a
+// takeover's relay is named plug-NAME, outside the test's prefix.
 func (s *testSwarm) removeRelays(t *testing.T, name string) {
 	t.Cleanup(func() {
 		relays, _ := s.c.Services(context.Background(), map[string][]string{"label": {labelRelay + "=" + name}})
