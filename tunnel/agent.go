@@ -55,6 +55,7 @@ type Agent struct {
 	config   *ssh.ServerConfig
 	getSlots chan struct{} // one token per get connection in progress
 	preAuth  chan struct{} // one token per handshake in progress
+	names    catalogState  // the platform's names, told to every run
 
 	mu      sync.Mutex
 	closing bool
@@ -79,7 +80,8 @@ const (
 )
 
 // Serve accepts connections on l until ctx ends or l fails. It also runs
-// the Platform's Maintain for as long. Before returning it tells every
+// the Platform's Maintain for as long, and follows its names (WatchNames)
+// to tell every run what it can consume. Before returning it tells every
 // connected run the agent is going away, gives back every name it holds
 // (Platform.Release), and closes every connection: this is the agent's
 // SIGTERM path. It returns nil when ctx ended, else the listener's error.
@@ -97,6 +99,11 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 			a.logf("platform maintenance stopped: %v", err)
 		}
 	}()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		a.watchNames(ctx)
+	}()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 
@@ -105,6 +112,7 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	a.shutdown()
 	a.wg.Wait()
 	<-maintained
+	<-watched
 	return err
 }
 

@@ -170,7 +170,9 @@ func (dc *devConn) hello(h helloMsg) {
 		Agent:    dc.a.ID,
 		Platform: dc.a.platformName(),
 		Resumed:  resumed,
+		Names:    true,
 	})
+	go dc.tellNames()
 }
 
 // goodbye ends the run at the client's request: its names are given back at

@@ -55,6 +55,8 @@ type Session struct {
 	finishOnce sync.Once
 	err        error // why the session ended; set before done is closed
 
+	names catalogState // what the agent last said the run can consume
+
 	mu       sync.Mutex
 	closed   bool
 	cur      *clientConn   // the live connection; nil while reconnecting

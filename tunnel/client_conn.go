@@ -28,6 +28,9 @@ type clientConn struct {
 	byeOnce    sync.Once
 	ended      *endedMsg // the agent ended the run; read after gone
 
+	pendingCatalog *Catalog // a catalog split over messages, until its last
+	catalogFull    bool     // the pending catalog reached maxCatalogNames
+
 	mu      sync.Mutex
 	waiters map[string]chan serveOutcome // per name, for the answer to a tcpip-forward
 }
@@ -100,6 +103,9 @@ func (s *Session) dial(ctx context.Context) (*clientConn, error) {
 	if err != nil {
 		conn.Close()
 		return nil, err
+	}
+	if !cc.welcome.Names {
+		s.names.set(Catalog{Unavailable: fmt.Sprintf("the agent at %s (plug %s) does not tell the cluster's names; update the agent to consume them by name", cfg.Addr, cc.welcome.Version)})
 	}
 	go cc.readControl()
 	go func() {
@@ -230,6 +236,12 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 		cc.conn.Close()
 	case typeGoodbye:
 		cc.byeOnce.Do(func() { close(cc.bye) })
+	case typeCatalog:
+		m, err := decodeCatalog(frame)
+		if err != nil {
+			return err
+		}
+		cc.takeCatalog(m)
 	}
 	return nil
 }

@@ -18,7 +18,8 @@ import (
 // preceded by its length as a 4-byte big-endian integer.
 //
 // CLI to agent: hello, goodbye. Agent to CLI: welcome, served, event, ended,
-// and goodbye (the acknowledgement: every name of the run is given back).
+// catalog (the names the run can consume, again at each change), and
+// goodbye (the acknowledgement: every name of the run is given back).
 // Unknown types are ignored, so either side may learn new ones.
 const (
 	controlChannelType = "control@plug"
@@ -30,6 +31,7 @@ const (
 	typeServed  = "served"
 	typeEvent   = "event"
 	typeEnded   = "ended"
+	typeCatalog = "catalog"
 )
 
 // Run kinds a hello announces.
@@ -59,6 +61,7 @@ type welcomeMsg struct {
 	Agent    string `json:"agent"`    // the agent instance (pod or task name)
 	Platform string `json:"platform"` // what the agent runs on
 	Resumed  bool   `json:"resumed"`  // the run existed: its names were kept
+	Names    bool   `json:"names"`    // catalog messages follow
 }
 
 // servedMsg tells the CLI a name it asked for is served; it precedes the

@@ -4,20 +4,24 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // MemoryPlatform is a Platform whose cluster is this process: a served name
 // is reached, by DialContext, at the agent's Target on 127.0.0.1; a workload
 // registered with AddWorkload stands for a deployed service, which Serve
-// takes over. Every Serve and Release is recorded. It is the agent's
-// platform in tests, and of an agent started with no cluster.
+// takes over. Every Serve and Release is recorded. Its names (WatchNames)
+// are those set with SetNames. It is the agent's platform in tests, and of
+// an agent started with no cluster.
 type MemoryPlatform struct {
 	mu        sync.Mutex
 	served    map[string]Binding
 	workloads map[string]string // "name:port" → the address that answers it
 	calls     []MemoryCall
+	names     catalogState
 }
 
 // MemoryCall is one recorded Serve or Release.
@@ -76,7 +80,9 @@ func (p *MemoryPlatform) Release(ctx context.Context, b Binding) error {
 }
 
 // DialContext reaches a served name at its agent's Target, else a
-// registered workload; any other name does not resolve.
+// registered workload. A name set with SetNames that no workload answers
+// refuses the connection, as a Service without endpoints does; any other
+// name does not resolve.
 func (p *MemoryPlatform) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
 	if err != nil {
@@ -89,6 +95,9 @@ func (p *MemoryPlatform) DialContext(ctx context.Context, network, address strin
 	}
 	p.mu.Unlock()
 	if !ok {
+		if p.named(host) {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}
 		return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
 	}
 	var d net.Dialer
@@ -103,6 +112,36 @@ func (p *MemoryPlatform) Maintain(ctx context.Context) error {
 
 // Rights grants everything.
 func (p *MemoryPlatform) Rights(ctx context.Context) ([]Right, error) { return nil, nil }
+
+// SetNames replaces the names the platform's workloads reach; WatchNames
+// passes them on at once.
+func (p *MemoryPlatform) SetNames(names ...ClusterName) {
+	p.names.set(Catalog{Names: names})
+}
+
+// WatchNames passes on the names of SetNames: none until it is called.
+func (p *MemoryPlatform) WatchNames(ctx context.Context, update func([]ClusterName)) error {
+	for {
+		c, _, changed := p.names.get()
+		update(c.Names)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// named reports whether host is a name or alias set with SetNames.
+func (p *MemoryPlatform) named(host string) bool {
+	c, _, _ := p.names.get()
+	for _, n := range c.Names {
+		if n.Name == host || slices.Contains(n.Aliases, host) {
+			return true
+		}
+	}
+	return false
+}
 
 // Hold makes name:port held by another run, as if another developer
 // served it.

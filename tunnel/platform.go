@@ -39,6 +39,26 @@ type Platform interface {
 	// the agent has it. The agent refuses to start when a Required right is
 	// missing.
 	Rights(ctx context.Context) ([]Right, error)
+
+	// WatchNames calls update with the complete set of names the cluster's
+	// workloads reach from the agent, at once and again whenever the set
+	// changes, until ctx ends: that is what runs consume. Calls of update
+	// never overlap, and update must not block for long. WatchNames
+	// returns ctx.Err() when ctx ends, or an error that retrying cannot fix
+	// (the agent may not list services).
+	WatchNames(ctx context.Context, update func([]ClusterName)) error
+}
+
+// ClusterName is a name the cluster's workloads reach, with its TCP ports.
+type ClusterName struct {
+	// Name is the shortest form workloads use, e.g. "web": the agent dials
+	// it, with a port, for the runs that consume it.
+	Name string
+	// Aliases are the other forms of the same name, e.g. "web.ns",
+	// "web.ns.svc", "web.ns.svc.cluster.local".
+	Aliases []string
+	// Ports are its TCP ports, ascending, each once.
+	Ports []int
 }
 
 // Holder identifies the run that holds a name.

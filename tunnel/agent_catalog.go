@@ -1,0 +1,55 @@
+package tunnel
+
+import (
+	"context"
+	"time"
+)
+
+// namesRetry is how long the agent waits before following the cluster's
+// names again after the platform gave up.
+const namesRetry = 30 * time.Second
+
+// watchNames keeps the agent's catalog current from the platform until ctx
+// ends. When the platform cannot follow the names, runs are told why and
+// keep the names they had; the agent tries again after namesRetry.
+func (a *Agent) watchNames(ctx context.Context) {
+	var last []ClusterName
+	for {
+		err := a.Platform.WatchNames(ctx, func(names []ClusterName) {
+			last = names
+			a.names.set(normalize(Catalog{Names: names}))
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		a.logf("cannot follow the cluster's names (%v); trying again in %s", err, namesRetry)
+		a.names.set(normalize(Catalog{Names: last, Unavailable: "the agent cannot follow the cluster's names, they may be out of date: " + err.Error()}))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(namesRetry):
+		}
+	}
+}
+
+// tellNames sends the agent's catalog to the client now and again at each
+// change, until the connection is gone. A client that reads slowly gets
+// only the latest catalog.
+func (dc *devConn) tellNames() {
+	var sent Catalog
+	first := true
+	for {
+		cat, known, changed := dc.a.names.get()
+		if known && (first || !sameCatalog(cat, sent)) {
+			for _, m := range catalogFrames(cat) {
+				dc.sendControl(m)
+			}
+			sent, first = cat, false
+		}
+		select {
+		case <-changed:
+		case <-dc.gone:
+			return
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package tunnel
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Catalog is what an agent tells its runs about the names they can
+// consume: every name the cluster's workloads reach from the agent.
+type Catalog struct {
+	Names []ClusterName
+	// Notes are lines for the developer about names left out or cut
+	// short, e.g. a Service with more ports than a run is told about.
+	Notes []string
+	// Unavailable says why the agent cannot tell the names (or why the
+	// names may be out of date), when that is so.
+	Unavailable string
+}
+
+// Limits of the catalog, so that one message stays small whatever a
+// cluster holds.
+const (
+	// MaxNamePorts is how many ports of one name a run is told about.
+	MaxNamePorts = 4096
+	// maxNameAliases is how many aliases of one name a run is told about.
+	maxNameAliases = 16
+	// maxHostLen is the longest name or alias on the wire: a DNS name.
+	maxHostLen = 253
+	// maxCatalogNames bounds the names a client accepts in one catalog,
+	// maxCatalogNotes the notes that go with it.
+	maxCatalogNames = 20000
+	maxCatalogNotes = 8
+	// catalogFrameBudget is where a catalog is split into another frame,
+	// well below maxControlFrame.
+	catalogFrameBudget = 48 << 10
+)
+
+// catalogMsg carries a catalog, agent to CLI, whenever it changes. A
+// large catalog is split over several messages: all but the last have More
+// set, and the CLI takes the catalog once the last has arrived.
+type catalogMsg struct {
+	Names       []catalogName `json:"names"`
+	More        bool          `json:"more,omitempty"`
+	Notes       []string      `json:"notes,omitempty"`
+	Unavailable string        `json:"unavailable,omitempty"`
+}
+
+// catalogName is a ClusterName on the wire.
+type catalogName struct {
+	Name    string   `json:"name"`
+	Aliases []string `json:"aliases,omitempty"`
+	Ports   []int    `json:"ports"`
+}
+
+func (catalogMsg) controlType() string { return typeCatalog }
+
+// normalize sorts the catalog's names and their ports, drops duplicate
+// ports, and cuts a name's ports or aliases at the limits, with a note.
+func normalize(c Catalog) Catalog {
+	out := Catalog{Notes: slices.Clone(c.Notes), Unavailable: c.Unavailable}
+	for _, n := range c.Names {
+		ports := slices.Clone(n.Ports)
+		slices.Sort(ports)
+		ports = slices.Compact(ports)
+		ports = slices.DeleteFunc(ports, func(p int) bool { return CheckPort(p) != nil })
+		if len(ports) > MaxNamePorts {
+			if len(out.Notes) < maxCatalogNotes {
+				out.Notes = append(out.Notes, fmt.Sprintf("%s has %d ports; runs are told the first %d (up to port %d)", n.Name, len(ports), MaxNamePorts, ports[MaxNamePorts-1]))
+			}
+			ports = ports[:MaxNamePorts]
+		}
+		aliases := slices.Clone(n.Aliases)
+		if len(aliases) > maxNameAliases {
+			aliases = aliases[:maxNameAliases]
+		}
+		out.Names = append(out.Names, ClusterName{Name: n.Name, Aliases: aliases, Ports: ports})
+	}
+	slices.SortFunc(out.Names, func(a, b ClusterName) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// catalogFrames splits c into messages that each fit a control frame.
+func catalogFrames(c Catalog) []catalogMsg {
+	msgs := []catalogMsg{{Notes: c.Notes, Unavailable: c.Unavailable}}
+	head, _ := json.Marshal(msgs[0])
+	size := len(head)
+	for _, n := range c.Names {
+		wire := catalogName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports}
+		b, _ := json.Marshal(wire)
+		cur := &msgs[len(msgs)-1]
+		if len(cur.Names) > 0 && size+len(b) > catalogFrameBudget {
+			cur.More = true
+			msgs = append(msgs, catalogMsg{})
+			cur, size = &msgs[len(msgs)-1], 0
+		}
+		cur.Names = append(cur.Names, wire)
+		size += len(b) + 1
+	}
+	return msgs
+}
+
+// decodeCatalog reads one catalog message. A name the CLI cannot use
+// (too long, too many ports, a port out of range) is left out with a note
+// rather than failing the whole message: the other names keep working.
+func decodeCatalog(frame []byte) (catalogMsg, error) {
+	var m catalogMsg
+	if err := json.Unmarshal(frame, &m); err != nil {
+		return m, fmt.Errorf("malformed catalog: %w", err)
+	}
+	if err := checkText(&m.Unavailable); err != nil {
+		return m, fmt.Errorf("catalog: %w", err)
+	}
+	if len(m.Notes) > maxCatalogNotes {
+		m.Notes = m.Notes[:maxCatalogNotes]
+	}
+	for i := range m.Notes {
+		if err := checkText(&m.Notes[i]); err != nil {
+			return m, fmt.Errorf("catalog: %w", err)
+		}
+	}
+	kept := m.Names[:0]
+	for _, n := range m.Names {
+		if why := badCatalogName(n); why != "" {
+			if len(m.Notes) < maxCatalogNotes {
+				m.Notes = append(m.Notes, "the agent sent a name this run cannot use: "+why)
+			}
+			continue
+		}
+		kept = append(kept, n)
+	}
+	m.Names = kept
+	return m, nil
+}
+
+// badCatalogName says what is wrong with n, or "".
+func badCatalogName(n catalogName) string {
+	short := printable(n.Name)
+	if len(short) > 64 {
+		short = short[:64] + "…"
+	}
+	switch {
+	case n.Name == "" || len(n.Name) > maxHostLen:
+		return fmt.Sprintf("%q is empty or longer than %d characters", short, maxHostLen)
+	case len(n.Aliases) > maxNameAliases:
+		return fmt.Sprintf("%s has %d aliases, more than %d", short, len(n.Aliases), maxNameAliases)
+	case len(n.Ports) > MaxNamePorts:
+		return fmt.Sprintf("%s has %d ports, more than %d", short, len(n.Ports), MaxNamePorts)
+	}
+	for _, a := range n.Aliases {
+		if a == "" || len(a) > maxHostLen {
+			return fmt.Sprintf("%s has an alias that is empty or longer than %d characters", short, maxHostLen)
+		}
+	}
+	for _, p := range n.Ports {
+		if CheckPort(p) != nil {
+			return fmt.Sprintf("%s has port %d, out of range", short, p)
+		}
+	}
+	return ""
+}
+
+// catalogState is the latest catalog, for anyone to wait on: the agent
+// keeps the platform's, the client the agent's.
+type catalogState struct {
+	mu      sync.Mutex
+	current Catalog
+	known   bool
+	changed chan struct{} // closed and replaced at each change
+}
+
+// get returns the catalog, whether there is one yet, and a channel closed
+// at the next change.
+func (s *catalogState) get() (Catalog, bool, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.current, s.known, s.changed
+}
+
+// set replaces the catalog and wakes those waiting on it.
+func (s *catalogState) set(c Catalog) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.current, s.known = c, true
+	if s.changed != nil {
+		close(s.changed)
+	}
+	s.changed = make(chan struct{})
+}
+
+// sameCatalog reports whether a and b say the same.
+func sameCatalog(a, b Catalog) bool {
+	return a.Unavailable == b.Unavailable && slices.Equal(a.Notes, b.Notes) &&
+		slices.EqualFunc(a.Names, b.Names, func(x, y ClusterName) bool {
+			return x.Name == y.Name && slices.Equal(x.Aliases, y.Aliases) && slices.Equal(x.Ports, y.Ports)
+		})
+}

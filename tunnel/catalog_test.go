@@ -1,0 +1,117 @@
+package tunnel
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestCatalogFramesReassemble sends a catalog too large for one control
+// frame and reads it back, as the client does.
+func TestCatalogFramesReassemble(t *testing.T) {
+	var names []ClusterName
+	for i := range 3000 {
+		name := fmt.Sprintf("service-%04d", i)
+		names = append(names, ClusterName{Name: name, Aliases: []string{name + ".shop", name + ".shop.svc", name + ".shop.svc.cluster.local"}, Ports: []int{80, 8080, 9000 + i}})
+	}
+	want := normalize(Catalog{Names: names, Notes: []string{"a note"}})
+	var buf bytes.Buffer
+	c := &controlConn{rw: nopCloser{&buf}}
+	frames := catalogFrames(want)
+	if len(frames) < 2 {
+		t.Fatalf("%d names went into %d message(s); want several", len(names), len(frames))
+	}
+	for _, m := range frames {
+		if err := c.send(m); err != nil {
+			t.Fatalf("sending a catalog message: %v", err)
+		}
+	}
+	cc := &clientConn{s: &Session{}}
+	for range frames {
+		typ, frame, err := c.receive()
+		if err != nil || typ != typeCatalog {
+			t.Fatalf("received %q, %v", typ, err)
+		}
+		if _, known, _ := cc.s.Catalog(); known {
+			t.Fatal("the catalog was taken before its last message")
+		}
+		m, err := decodeCatalog(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc.takeCatalog(m)
+	}
+	got, known, _ := cc.s.Catalog()
+	if !known || !reflect.DeepEqual(got, want) {
+		t.Fatalf("reassembled catalog differs: %d names, notes %q", len(got.Names), got.Notes)
+	}
+}
+
+// TestNormalize sorts, removes duplicate and invalid ports, and cuts a
+// name with more ports than runs are told about, saying so.
+func TestNormalize(t *testing.T) {
+	many := make([]int, 0, MaxNamePorts+100)
+	for p := 1; p <= MaxNamePorts+100; p++ {
+		many = append(many, p)
+	}
+	got := normalize(Catalog{Names: []ClusterName{
+		{Name: "web", Ports: []int{8080, 80, 80, 0, 70000}},
+		{Name: "big", Ports: many},
+	}})
+	if got.Names[0].Name != "big" || len(got.Names[0].Ports) != MaxNamePorts {
+		t.Fatalf("big: %s with %d ports", got.Names[0].Name, len(got.Names[0].Ports))
+	}
+	if !reflect.DeepEqual(got.Names[1].Ports, []int{80, 8080}) {
+		t.Fatalf("web's ports: %v", got.Names[1].Ports)
+	}
+	if len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "big has 4196 ports; runs are told the first 4096") {
+		t.Fatalf("notes: %q", got.Notes)
+	}
+}
+
+// TestDecodeCatalogKeepsGoodNames leaves out what a run cannot use, with a
+// note, and keeps the rest.
+func TestDecodeCatalogKeepsGoodNames(t *testing.T) {
+	frame := `{"type":"catalog","names":[` +
+		`{"name":"web","aliases":["web.shop"],"ports":[80]},` +
+		`{"name":"","ports":[80]},` +
+		`{"name":"bad-port","ports":[0]},` +
+		`{"name":"` + strings.Repeat("x", 300) + `","ports":[80]}],"unavailable":"\u001b[31mred"}`
+	m, err := decodeCatalog([]byte(frame))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Names) != 1 || m.Names[0].Name != "web" {
+		t.Fatalf("kept %+v", m.Names)
+	}
+	if len(m.Notes) != 3 || !strings.Contains(m.Notes[1], "bad-port has port 0") {
+		t.Fatalf("notes: %q", m.Notes)
+	}
+	if strings.ContainsRune(m.Unavailable, 0x1b) {
+		t.Fatalf("a terminal escape passed: %q", m.Unavailable)
+	}
+	if _, err := decodeCatalog([]byte(`{"names":"web"}`)); err == nil {
+		t.Fatal("a catalog whose names are not a list was accepted")
+	}
+}
+
+func FuzzDecodeCatalog(f *testing.F) {
+	f.Add([]byte(`{"type":"catalog","names":[{"name":"web","aliases":["web.ns"],"ports":[80,443]}],"more":true,"notes":["n"]}`))
+	f.Add([]byte(`{"names":[{"name":"","ports":[99999]}],"unavailable":"x"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := decodeCatalog(data)
+		if err != nil {
+			return
+		}
+		if len(m.Notes) > maxCatalogNotes+len(m.Names)+1 {
+			t.Fatalf("%d notes", len(m.Notes))
+		}
+		for _, n := range m.Names {
+			if why := badCatalogName(n); why != "" {
+				t.Fatalf("kept a bad name: %s", why)
+			}
+		}
+	})
+}
