@@ -251,12 +251,17 @@ func TestServeRefusesBadInputBeforeTouchingTheEngine(t *testing.T) {
 		{Name: "web", Port: 80, Target: 0},
 	} {
 		b.Holder = holder("run-bad")
-		if _, err := p.Serve(context.Background(), b); err == nil {
-			t.Errorf("%s:%d->%d was served", b.Name, b.Port, b.Target)
+		var refusal *RefusedError
+		if _, err := p.Serve(context.Background(), b); !errors.As(err, &refusal) {
+			t.Errorf("%s:%d->%d: got %v, want a refusal", b.Name, b.Port, b.Target, err)
 		}
 		if err := p.Release(context.Background(), b); err != nil {
 			t.Errorf("releasing %q: %v", b.Name, err)
 		}
+	}
+	var refusal *RefusedError
+	if _, err := p.Serve(context.Background(), tunnel.Binding{Name: "web", Port: 80, Target: 1}); !errors.As(err, &refusal) {
+		t.Errorf("a binding without a run: got %v, want a refusal", err)
 	}
 }
 
