@@ -18,14 +18,16 @@ if [ ! -d "$STATE" ]; then
 	exit 0
 fi
 
+# remove_workloads asks dockerd to remove everything it runs. What a hung
+# dockerd leaves is dealt with once it is stopped.
 remove_workloads() {
 	alive "$STATE/dockerd.pid" || return 0
-	services=$($DOCKER service ls -q 2>/dev/null || :)
-	[ -z "$services" ] || $DOCKER service rm $services >/dev/null
+	services=$($DOCKER service ls -q 2>/dev/null) || :
+	[ -z "$services" ] || $DOCKER service rm $services >/dev/null || :
 	$DOCKER swarm leave --force >/dev/null 2>&1 || :
-	containers=$($DOCKER ps -aq)
-	[ -z "$containers" ] || $DOCKER rm -f $containers >/dev/null
-	$DOCKER network prune -f >/dev/null
+	containers=$($DOCKER ps -aq 2>/dev/null) || :
+	[ -z "$containers" ] || $DOCKER rm -f $containers >/dev/null || :
+	$DOCKER network prune -f >/dev/null || :
 }
 
 # stop PIDFILE NAME ends the process PIDFILE names, politely first.
@@ -87,6 +89,8 @@ unmount_all() {
 	done
 }
 
+# remove_links deletes Docker's bridges (dockerd leaves them when it stops),
+# VXLAN links and veths still enslaved to those bridges.
 remove_links() {
 	bridges=$(ip -o link show | awk '{n = $2; sub(/:$/, "", n); sub(/@.*/, "", n)}
 		n == "docker0" || n == "docker_gwbridge" || n ~ /^br-[0-9a-f]{12}$/ || n ~ /^vx-/ {print n}')
@@ -94,7 +98,7 @@ remove_links() {
 		for v in $(ip -o link show master "$b" 2>/dev/null | awk '{n = $2; sub(/:$/, "", n); sub(/@.*/, "", n); print n}'); do
 			ip link del "$v" 2>/dev/null || :
 		done
-		ip link del "$b"
+		ip link del "$b" 2>/dev/null || :
 	done
 }
 
