@@ -93,7 +93,7 @@ unmount_all() {
 # VXLAN links and veths still enslaved to those bridges.
 remove_links() {
 	bridges=$(ip -o link show | awk '{n = $2; sub(/:$/, "", n); sub(/@.*/, "", n)}
-		n == "docker0" || n == "docker_gwbridge" || n ~ /^br-[0-9a-f]{12}$/ || n ~ /^vx-/ {print n}')
+		n == "docker0" || n == "docker_gwbridge" || (n ~ /^br-[0-9a-f]+$/ && length(n) == 15) || n ~ /^vx-/ {print n}')
 	for b in $bridges; do
 		for v in $(ip -o link show master "$b" 2>/dev/null | awk '{n = $2; sub(/:$/, "", n); sub(/@.*/, "", n); print n}'); do
 			ip link del "$v" 2>/dev/null || :
