@@ -7,7 +7,6 @@
 package swarm
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -34,6 +33,8 @@ type cluster struct {
 	env                    []string
 }
 
+// needSwarm reads swarm.env, or stops the test: it fails under CI=true and
+// skips otherwise, saying how to start the swarm.
 func needSwarm(t *testing.T) *cluster {
 	t.Helper()
 	path := envFile
@@ -58,15 +59,15 @@ func needSwarm(t *testing.T) *cluster {
 	}
 }
 
+// readVars reads the KEY=VALUE lines of an env file.
 func readVars(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	vars := make(map[string]string)
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok && !strings.HasPrefix(k, "#") {
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
 			vars[k] = v
 		}
 	}
