@@ -33,9 +33,11 @@ binaries() {
 # mkimage ROOTFS OUT.tar NAME:TAG... writes a one-layer linux/amd64 image with
 # ROOTFS as its filesystem and ROOTFS/plug as its entrypoint, running as uid
 # 65532 (any other uid works too: nothing in it needs a particular one).
+# ROOTFS itself becomes the image's /, so it is made 0755 first.
 mkimage() {
 	rootfs=$1 out=$2
 	shift 2
+	chmod 755 "$rootfs"
 	tags=$(printf '"%s",' "$@")
 	work=$(mktemp -d)
 	trap 'rm -rf "$work"' EXIT
@@ -65,7 +67,10 @@ image() {
 	chmod 1777 "$root/tmp" "$root/var/lib/plug"
 	cp dist/plug-linux-amd64 "$root/plug"
 	cp dist/plug-*-* dist/SHA256SUMS "$root/bin/"
-	(MKIMAGE_CMD=agent mkimage "$root" dist/plug-image.tar "plug:$VERSION" plug:dev)
+	tags=plug:dev
+	[ "$VERSION" = dev ] || tags="plug:$VERSION $tags"
+	# shellcheck disable=SC2086 # tags are words
+	(MKIMAGE_CMD=agent mkimage "$root" dist/plug-image.tar $tags)
 	rm -rf "$root"
 }
 

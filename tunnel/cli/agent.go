@@ -24,7 +24,7 @@ var agentCommand = &command{
 Runs plug's agent: the SSH server in the cluster that developers' plug runs
 connect to. It is configured by its environment:
 
-  PLUG_PLATFORM     the cluster it runs in: ` + strings.Join(platformNames(), ", ") + `
+  PLUG_PLATFORM     the kind of cluster it runs in: ` + strings.Join(platformNames(), "; ") + `
   PLUG_ADDR         the address to listen on (MEERKAT_PLUG_ADDR also works), default :2222
   PLUG_STATE_DIR    where its host key is kept, default /var/lib/plug
   PLUG_BIN_DIR      the CLI binaries it hands out to installers, default /bin
@@ -50,7 +50,7 @@ it serves are given back first.
 	},
 }
 
-// platforms makes the Platform named by PLUG_PLATFORM. A new platform is
+// newPlatform makes the Platform named by PLUG_PLATFORM. A new platform is
 // one more case here, and its name in platformNames.
 func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (tunnel.Platform, error) {
 	switch name {
@@ -63,9 +63,9 @@ func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (t
 		}
 		return p, nil
 	case "":
-		return nil, fmt.Errorf("no platform: set PLUG_PLATFORM to the cluster this agent runs in (%s)", strings.Join(platformNames(), ", "))
+		return nil, fmt.Errorf("no platform: set PLUG_PLATFORM to the kind of cluster this agent runs in: %s", strings.Join(platformNames(), "; "))
 	}
-	return nil, fmt.Errorf("PLUG_PLATFORM=%s is not a platform this agent knows; it knows %s", name, strings.Join(platformNames(), ", "))
+	return nil, fmt.Errorf("PLUG_PLATFORM=%s is not a platform this agent knows; it knows: %s", name, strings.Join(platformNames(), "; "))
 }
 
 func platformNames() []string {

@@ -87,8 +87,5 @@ func (c *cli) profileAdd(args []string) error {
 	default:
 		fmt.Fprintf(c.stderr, "plug: profile %s updated: %s, host key %s\n", p.Name, p.Addr(), keys.Fingerprint(key))
 	}
-	if _, _, err := store.PublicKey(p.Name); err != nil {
-		fmt.Fprintf(c.stderr, "Next: plug keygen -p %s\n", p.Name)
-	}
 	return nil
 }
