@@ -1,3 +1,7 @@
+// The end-to-end tests drive plug with Unix signals.
+
+//go:build unix
+
 package main
 
 import (
