@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -219,5 +220,33 @@ func TestNoArguments(t *testing.T) {
 	code, stdout, stderr := plug(t)
 	if code != ExitUsage || stdout != "" || stderr != overview() {
 		t.Errorf("plug with no arguments: exit %d, stdout %q", code, stdout)
+	}
+}
+
+// With several profiles, a plain -s goes to every profile and
+// PROFILE/NAME:... to that one only.
+func TestPlanServesAcrossProfiles(t *testing.T) {
+	h := newHome(t)
+	h.profile("a", true)
+	h.profile("b", true)
+	t.Setenv("USER", "dev")
+	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	p, err := c.planRun([]string{"-p", "a", "-p", "b", "-p", "a", "-s", "web:80:3000", "-s", "b/api:8080:4000", "-c", "--", "npm", "-p", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, tg := range p.targets {
+		var serves []string
+		for _, s := range tg.serves {
+			serves = append(serves, s.Name)
+		}
+		got[tg.profile.Name] = strings.Join(serves, ",") + " as " + tg.user
+	}
+	if len(p.targets) != 2 || got["a"] != "web as dev" || got["b"] != "web,api as dev" {
+		t.Errorf("targets %v; want a: web, b: web,api, each once, as dev", got)
+	}
+	if strings.Join(p.cmd, " ") != "npm -p x" || !p.client {
+		t.Errorf("cmd %q, client %v", p.cmd, p.client)
 	}
 }

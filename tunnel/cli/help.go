@@ -46,16 +46,15 @@ cluster name, and reaches the cluster's services by theirs.
 
 Usage:
   plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [--] CMD [ARGS...]
+      runs CMD as a member of each PROFILE's cluster (plug help run)
   plug COMMAND [ARGUMENTS]
 
 Commands:
 `)
 	for _, c := range commands {
-		name := c.name
-		if c == runCommand {
-			name = "(run)"
+		if c != runCommand {
+			fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.synopsis)
 		}
-		fmt.Fprintf(&b, "  %-9s %s\n", name, c.synopsis)
 	}
 	b.WriteString(`
 First steps: the installer creates a profile for your cluster; then

@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"errors"
 	"io"
 	"net"
 	"net/netip"
-	"syscall"
 )
 
 // newLoopbackPool is the pool of this system: on Linux, any 127.x.y.z
@@ -17,7 +15,7 @@ func newLoopbackPool() *loopbackPool { return blockPool() }
 // network namespace, hold no file, and vanish with the process.
 func claimAddress(addr netip.Addr) (io.Closer, error) {
 	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: "@plug/loopback/" + addr.String(), Net: "unixgram"})
-	if errors.Is(err, syscall.EADDRINUSE) {
+	if isAddrInUse(err) {
 		return nil, errClaimedElsewhere
 	}
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"syscall"
 )
 
 // claimPort is the UDP port whose binding on an address claims it for a
@@ -18,9 +17,9 @@ const claimPort = 65535
 func claimByUDP(addr netip.Addr) (io.Closer, error) {
 	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, claimPort)))
 	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
+	case isAddrInUse(err):
 		return nil, errClaimedElsewhere
-	case errors.Is(err, syscall.EADDRNOTAVAIL):
+	case isAddrNotAvailable(err):
 		return nil, claimError(addr, errors.New("the address is not configured on the loopback interface; run sudo plug setup once"))
 	case err != nil:
 		return nil, claimError(addr, err)

@@ -32,9 +32,38 @@ func (c *cli) execute(p *plan) error {
 	}
 	code, forced := c.supervise(p, runs, sigs)
 	if !forced {
-		closeAll(runs)
+		c.goodbye(runs, sigs)
 	}
 	return code
+}
+
+// goodbye closes every session, so the agents give the names back at once.
+// A Ctrl-C meanwhile stops waiting for them.
+func (c *cli) goodbye(runs []*session, sigs <-chan os.Signal) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		var wg sync.WaitGroup
+		for _, s := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.tunnel.Close()
+			}()
+		}
+		wg.Wait()
+	}()
+	for {
+		select {
+		case <-closed:
+			return
+		case sig := <-sigs:
+			if isInterrupt(sig) {
+				fmt.Fprintln(c.stderr, "plug: not waiting for the agents to give the names back; they will after their grace period")
+				return
+			}
+		}
+	}
 }
 
 // session is a target's connected tunnel.
@@ -71,11 +100,11 @@ func (c *cli) open(ctx context.Context, p *plan, sigs <-chan os.Signal) ([]*sess
 	cancel()
 	<-watching
 	if interrupted != nil {
-		closeAll(runs)
+		c.goodbye(runs, sigs)
 		return nil, &exitCode{code: 128 + signalNumber(interrupted)}
 	}
 	if err != nil {
-		closeAll(runs)
+		c.goodbye(runs, sigs)
 		return nil, &exitCode{ExitConnect, err}
 	}
 	return runs, nil
@@ -205,20 +234,6 @@ func (c *cli) start(argv []string) (*exec.Cmd, *exitCode) {
 		return nil, &exitCode{ExitNoExec, fmt.Errorf("cannot run %s: %v", argv[0], err)}
 	}
 	return cmd, nil
-}
-
-// closeAll says goodbye on every session, all at once; the agents give the
-// names back before they answer.
-func closeAll(runs []*session) {
-	var wg sync.WaitGroup
-	for _, s := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.tunnel.Close()
-		}()
-	}
-	wg.Wait()
 }
 
 // runID returns a new random run id.

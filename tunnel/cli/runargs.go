@@ -14,7 +14,7 @@ import (
 
 var runCommand = &command{
 	name:     "run",
-	synopsis: "plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [--] CMD: run CMD in the cluster",
+	synopsis: "run CMD as a member of each PROFILE's cluster",
 	usage: `Usage: plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [--] CMD [ARGS...]
 
 Runs CMD on this machine as a member of each PROFILE's cluster, for as long as
