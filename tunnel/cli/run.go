@@ -24,9 +24,7 @@ func (c *cli) execute(p *plan) error {
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runs, err := c.open(ctx, p, sigs)
+	runs, err := c.open(p, sigs)
 	if err != nil {
 		return err
 	}
@@ -82,8 +80,8 @@ func (p *plan) prefix(t *target) string {
 
 // open connects to every target's agent and serves its names. A signal
 // during it cancels everything opened so far. Errors exit with ExitConnect.
-func (c *cli) open(ctx context.Context, p *plan, sigs <-chan os.Signal) ([]*session, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func (c *cli) open(p *plan, sigs <-chan os.Signal) ([]*session, error) {
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var interrupted os.Signal
 	watching := make(chan struct{})
