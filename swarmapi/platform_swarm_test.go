@@ -118,7 +118,7 @@ func TestTakeOverOfAVIPServiceByItsAlias(t *testing.T) {
 	ctx := context.Background()
 	caller := s.caller(t)
 	alias := s.name("api")
-	stackName := "stack_" + alias
+	stackName := s.name("stack") + "_api" // as a stack names its service api
 	s.removeRelays(t, alias)
 	spec := s.workloadSpec(stackName, "serve", "-name", "deployed", ":8080")
 	spec.Mode = replicated(1)
