@@ -404,3 +404,41 @@ func TestHeartbeatTellsTheRunWhenTheTakeoverIsUndoneByOthers(t *testing.T) {
 		t.Error("Release left the receipt of a run whose relay is gone")
 	}
 }
+
+// TestAMovedRunIsNotReleasedByItsOldAgent serves a name through one agent,
+// has the run serve it again through another (as after a reconnection to
+// another replica), and expects the first agent's late Release, at the end
+// of its grace, to leave the name with the second.
+func TestAMovedRunIsNotReleasedByItsOldAgent(t *testing.T) {
+	s := needSwarm(t)
+	t.Parallel()
+	ctx := context.Background()
+	standIn := s.workloadSpec(s.name("agent"), "pause")
+	standIn.Mode = replicated(1)
+	agentSvc := s.createService(t, standIn, 1)
+	tasks, err := s.c.Tasks(ctx, map[string][]string{"service": {agentSvc}, "desired-state": {"running"}})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("the stand-in agent's task: %v", err)
+	}
+	first, second := s.platform(t, tasks[0].ID), s.platform(t, "")
+	name := s.name("moved")
+	s.removeRelays(t, name)
+	b := tunnel.Binding{Name: name, Port: 8080, Target: s.serveLocal(t, "local"), Holder: holder("run-moved")}
+	if _, err := first.Serve(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Serve(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	relay, err := second.relayFor(ctx, name)
+	if err != nil || relay == nil || leaseOf(relay).Task != "" {
+		t.Fatalf("the old agent's release took the name from the new one: %v", err)
+	}
+	if err := second.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	s.noRelay(t, name)
+}

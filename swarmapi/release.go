@@ -3,6 +3,7 @@ package swarmapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"plug/tunnel"
@@ -10,8 +11,11 @@ import (
 
 // Release gives b.Name:b.Port back. When the run serves other ports of the
 // name, only this one leaves the relay; otherwise the relay is removed and
-// a parked service is restored exactly from its receipt. A name this run
-// does not hold is left alone.
+// a parked service is restored exactly from its receipt. A name not held by
+// b's run through this agent is left alone: another run holds it, or the
+// run moved to another agent, which holds it now. When the engine fails,
+// the name is left for the sweep, which gives it back once its heartbeat,
+// no longer renewed, is stale.
 func (p *Platform) Release(ctx context.Context, b tunnel.Binding) error {
 	if checkBinding(b) != nil {
 		return nil // never served
@@ -25,7 +29,7 @@ func (p *Platform) Release(ctx context.Context, b tunnel.Binding) error {
 		p.forget(b.Name)
 		return p.restoreOrphans(ctx, b)
 	}
-	if leaseOf(relay).Holder.Run != b.Holder.Run {
+	if l := leaseOf(relay); l.Holder.Run != b.Holder.Run || l.Task != p.cfg.Task {
 		p.forget(b.Name)
 		return nil
 	}
@@ -35,7 +39,10 @@ func (p *Platform) Release(ctx context.Context, b tunnel.Binding) error {
 		return p.dropPort(ctx, relay, b, ports)
 	}
 	p.forget(b.Name)
-	return p.giveBack(ctx, relay, "released by "+b.Holder.Run)
+	if err := p.giveBack(ctx, relay, "released by "+b.Holder.Run); err != nil {
+		return fmt.Errorf("giving %s back: %w; any agent's sweep gives it back once its heartbeat is %s old", b.Name, err, staleAfter)
+	}
+	return nil
 }
 
 // dropPort leaves the relay forwarding ports only.
@@ -111,7 +118,7 @@ func (p *Platform) restoreOrphans(ctx context.Context, b tunnel.Binding) error {
 	}
 	for i := range parked {
 		r, has, err := receiptOf(&parked[i])
-		if err != nil || !has || r.Name != b.Name || r.Holder.Run != b.Holder.Run {
+		if err != nil || !has || r.Name != b.Name || r.Holder.Run != b.Holder.Run || r.Task != p.cfg.Task {
 			continue
 		}
 		if _, err := p.restore(ctx, parked[i].ID, r.Relay); err != nil {
