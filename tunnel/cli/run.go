@@ -28,7 +28,9 @@ func (c *cli) execute(p *plan) error {
 	if err != nil {
 		return err
 	}
-	code, forced := c.supervise(p, runs, sigs)
+	names := c.consume(runs) // the cluster's names for CMD: consume.go
+	defer names.close()
+	code, forced := c.supervise(p, runs, sigs, names)
 	if !forced {
 		c.goodbye(runs, sigs)
 	}
@@ -161,8 +163,8 @@ func (c *cli) event(prefix string, e tunnel.Event) {
 // supervise runs CMD until it exits, forwarding signals to it and stopping
 // it when a session ends for good. forced is a second interrupt: CMD was
 // killed and plug exits at once, without goodbye.
-func (c *cli) supervise(p *plan, runs []*session, sigs <-chan os.Signal) (code *exitCode, forced bool) {
-	cmd, err := c.start(p.cmd)
+func (c *cli) supervise(p *plan, runs []*session, sigs <-chan os.Signal, names *consumer) (code *exitCode, forced bool) {
+	cmd, err := c.start(p.cmd, names)
 	if err != nil {
 		return err, false
 	}
@@ -216,8 +218,9 @@ func (c *cli) supervise(p *plan, runs []*session, sigs <-chan os.Signal) (code *
 	}
 }
 
-// start starts CMD with plug's standard streams.
-func (c *cli) start(argv []string) (*exec.Cmd, *exitCode) {
+// start starts CMD with plug's standard streams, resolving the cluster's
+// names.
+func (c *cli) start(argv []string, names *consumer) (*exec.Cmd, *exitCode) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		code := ExitNoCmd
@@ -228,7 +231,7 @@ func (c *cli) start(argv []string) (*exec.Cmd, *exitCode) {
 	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.stdout, c.stderr
-	if err := cmd.Start(); err != nil {
+	if err := names.start(cmd); err != nil {
 		return nil, &exitCode{ExitNoExec, fmt.Errorf("cannot run %s: %v", argv[0], err)}
 	}
 	return cmd, nil

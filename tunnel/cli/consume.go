@@ -1,0 +1,407 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"plug/tunnel"
+)
+
+// The names a run consumes. Every program a run starts (-c and -s alike)
+// reaches the cluster's Services by the names pods use — web, web.ns,
+// web.ns.svc, web.ns.svc.cluster.local — on their ports. Each name gets a
+// loopback address of its own (loopback.go) on which the run listens on
+// the name's ports, carrying every connection over one SSH channel to the
+// agent, which dials the name inside the cluster. A resolver, per OS, makes
+// the names resolve to those addresses for CMD (names_*.go). The agent's
+// catalog keeps it all current while the run lasts.
+
+const (
+	// namesWait bounds the wait for the agents' first catalogs before CMD
+	// starts; names that come later are added as they come.
+	namesWait = 5 * time.Second
+	// maxListeners bounds the ports one run listens on.
+	maxListeners = 4096
+	// namesShown is how many names the first status line lists.
+	namesShown = 6
+)
+
+// resolver makes the run's names resolve for the programs it starts.
+type resolver interface {
+	// update makes lines the run's names, replacing those before.
+	update(lines []hostLine) error
+	// start starts cmd so that it resolves the names.
+	start(cmd *exec.Cmd) error
+	// close removes what the resolver added to this machine, if anything.
+	close() error
+}
+
+// consumer gives CMD the names of every profile of the run.
+type consumer struct {
+	say      func(string) // a status line on stderr
+	profiles []consumedProfile
+	res      resolver // nil when names cannot resolve here (told at start)
+	pool     *loopbackPool
+	reserved []string // this machine's own names, never shadowed
+	refusals refusals
+
+	mu        sync.Mutex
+	addrs     map[nameKey]netip.Addr
+	listeners map[listenKey]*portListener
+	failed    map[listenKey]string // why a port does not answer, as told
+	told      map[string]bool      // notes told, kept while they hold
+	known     map[nameKey]bool     // the names of the last reconcile
+	started   bool                 // the first reconcile is done
+
+	kick chan struct{}
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// consumedProfile is one profile of the run and its session.
+type consumedProfile struct {
+	name    string
+	session *tunnel.Session
+}
+
+// listenKey is one port of one name.
+type listenKey struct {
+	name nameKey
+	port int
+}
+
+// consume sets up the names of every session of the run, waiting a moment
+// for the agents' first catalogs, and keeps them current until close.
+// When names cannot resolve on this machine, it says why once and CMD runs
+// without them.
+func (c *cli) consume(runs []*session) *consumer {
+	co := &consumer{
+		say:       func(line string) { fmt.Fprintln(c.stderr, "plug: "+line) },
+		reserved:  machineNames(),
+		addrs:     map[nameKey]netip.Addr{},
+		listeners: map[listenKey]*portListener{},
+		failed:    map[listenKey]string{},
+		told:      map[string]bool{},
+		known:     map[nameKey]bool{},
+		kick:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+	}
+	co.refusals.say = co.say
+	for _, r := range runs {
+		co.profiles = append(co.profiles, consumedProfile{name: r.profile.Name, session: r.tunnel})
+	}
+	res, err := newResolver(fmt.Sprintf("pid %d", os.Getpid()), co.say)
+	if err != nil {
+		co.say(fmt.Sprintf("warning: cluster names will not resolve for the command: %v", err))
+		return co
+	}
+	co.res, co.pool = res, newLoopbackPool()
+	co.awaitCatalogs()
+	co.reconcile()
+	for _, p := range co.profiles {
+		co.done.Add(1)
+		go co.follow(p.session)
+	}
+	co.done.Add(1)
+	go co.loop()
+	return co
+}
+
+// awaitCatalogs waits, up to namesWait in all, for every session's first
+// catalog.
+func (co *consumer) awaitCatalogs() {
+	deadline := time.After(namesWait)
+	for _, p := range co.profiles {
+		if !awaitCatalog(p.session, deadline) {
+			co.say(co.prefix(p.name) + "the agent has not told the cluster's names yet; they are added when it does")
+		}
+	}
+}
+
+// awaitCatalog waits for s's first catalog until deadline; false if none
+// came.
+func awaitCatalog(s *tunnel.Session, deadline <-chan time.Time) bool {
+	for {
+		_, known, changed := s.Catalog()
+		if known {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-s.Done():
+			return false
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// follow kicks a reconcile whenever s's catalog changes.
+func (co *consumer) follow(s *tunnel.Session) {
+	defer co.done.Done()
+	for {
+		_, _, changed := s.Catalog()
+		select {
+		case <-changed:
+		case <-co.stop:
+			return
+		}
+		select {
+		case co.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (co *consumer) loop() {
+	defer co.done.Done()
+	for {
+		select {
+		case <-co.kick:
+			co.reconcile()
+		case <-co.stop:
+			return
+		}
+	}
+}
+
+// start starts cmd, resolving the run's names when they can be.
+func (co *consumer) start(cmd *exec.Cmd) error {
+	if co.res == nil {
+		return cmd.Start()
+	}
+	return co.res.start(cmd)
+}
+
+// close stops following the catalogs, closes every listener and removes
+// what the resolver added. Connections being carried go on until plug
+// exits.
+func (co *consumer) close() {
+	if co.res == nil {
+		return
+	}
+	close(co.stop)
+	co.done.Wait()
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for k, l := range co.listeners {
+		l.close()
+		delete(co.listeners, k)
+	}
+	if err := co.res.close(); err != nil {
+		co.say(fmt.Sprintf("warning: %v", err))
+	}
+	co.pool.close()
+}
+
+// reconcile makes addresses, listeners and the resolver's names match the
+// catalogs, and tells what changed.
+func (co *consumer) reconcile() {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	var profiles []profileNames
+	byKey := map[nameKey]tunnel.ClusterName{}
+	var notes []string
+	for i, p := range co.profiles {
+		cat, _, _ := p.session.Catalog()
+		profiles = append(profiles, profileNames{profile: p.name, names: cat.Names})
+		for _, n := range cat.Names {
+			byKey[nameKey{i, n.Name}] = n
+		}
+		if cat.Unavailable != "" {
+			notes = append(notes, "warning: "+co.prefix(p.name)+cat.Unavailable)
+		}
+		for _, note := range cat.Notes {
+			notes = append(notes, co.prefix(p.name)+note)
+		}
+	}
+	plan := planHosts(profiles, co.reserved)
+	notes = append(notes, plan.notes...)
+
+	keys := slices.SortedFunc(maps.Keys(plan.hosts), func(a, b nameKey) int {
+		if a.profile != b.profile {
+			return a.profile - b.profile
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	var lines []hostLine
+	want := map[listenKey]bool{}
+	for _, k := range keys {
+		addr, ok := co.addrs[k]
+		if !ok {
+			var err error
+			if addr, err = co.pool.take(); err != nil {
+				notes = append(notes, fmt.Sprintf("warning: %s%s does not resolve: %v", co.prefix(co.profiles[k.profile].name), k.name, err))
+				continue
+			}
+			co.addrs[k] = addr
+		}
+		lines = append(lines, hostLine{addr: addr, names: plan.hosts[k]})
+		for _, port := range byKey[k].Ports {
+			want[listenKey{k, port}] = true
+		}
+	}
+	notes = append(notes, co.openListeners(want)...)
+	if err := co.res.update(lines); err != nil {
+		notes = append(notes, fmt.Sprintf("warning: the cluster names could not be updated: %v", err))
+	}
+	co.tell(notes)
+	co.tellNames(keys)
+}
+
+// openListeners closes the listeners no longer wanted and opens the new
+// ones, retrying those that failed before. It returns what to tell.
+func (co *consumer) openListeners(want map[listenKey]bool) []string {
+	for k, l := range co.listeners {
+		if !want[k] {
+			l.close()
+			delete(co.listeners, k)
+		}
+	}
+	for k := range co.failed {
+		if !want[k] {
+			delete(co.failed, k)
+		}
+	}
+	var privileged, notes []string
+	budget := maxListeners - len(co.listeners)
+	left := 0
+	for _, k := range slices.SortedFunc(maps.Keys(want), compareListenKeys) {
+		if co.listeners[k] != nil {
+			continue
+		}
+		if budget == 0 {
+			left++
+			continue
+		}
+		p := co.profiles[k.name.profile]
+		label := co.prefix(p.name) + k.name.name + ":" + strconv.Itoa(k.port)
+		l, err := listen(co.addrs[k.name], k.port, p.session, net.JoinHostPort(k.name.name, strconv.Itoa(k.port)), label, co.refusals.refused)
+		if err == nil {
+			co.listeners[k] = l
+			budget--
+			if co.failed[k] != "" {
+				delete(co.failed, k)
+				notes = append(notes, label+" answers now")
+			}
+			continue
+		}
+		why := err.Error()
+		if co.failed[k] == why {
+			continue
+		}
+		co.failed[k] = why
+		var le *listenError
+		if errors.As(err, &le) && isPrivilegedPort(le.err) {
+			privileged = append(privileged, label)
+			continue
+		}
+		notes = append(notes, "warning: "+why)
+	}
+	if len(privileged) > 0 {
+		verb := "does"
+		if len(privileged) > 1 {
+			verb = "do"
+		}
+		notes = append(notes, fmt.Sprintf("warning: %s %s not answer: ports below 1024 need the one-time preparation of this machine, sudo plug setup; the other ports answer", strings.Join(privileged, ", "), verb))
+	}
+	if left > 0 {
+		notes = append(notes, fmt.Sprintf("warning: a run listens on at most %d ports; %d more ports of the cluster's names do not answer", maxListeners, left))
+	}
+	return notes
+}
+
+// tell says each note not said yet; notes that no longer hold may be said
+// again when they come back.
+func (co *consumer) tell(notes []string) {
+	now := map[string]bool{}
+	for _, n := range notes {
+		if !co.told[n] && !now[n] {
+			co.say(n)
+		}
+		now[n] = true
+	}
+	co.told = now
+}
+
+// tellNames says which names the run's programs reach: all of them the
+// first time, then those that came and went.
+func (co *consumer) tellNames(keys []nameKey) {
+	now := map[nameKey]bool{}
+	var added, gone []string
+	for _, k := range keys {
+		now[k] = true
+		if !co.known[k] {
+			added = append(added, co.prefix(co.profiles[k.profile].name)+k.name)
+		}
+	}
+	for k := range co.known {
+		if !now[k] {
+			gone = append(gone, co.prefix(co.profiles[k.profile].name)+k.name)
+		}
+	}
+	slices.Sort(gone)
+	first := !co.started
+	co.known, co.started = now, true
+	switch {
+	case first && len(added) == 0:
+		co.say("the command reaches the cluster's names as they appear; none yet")
+	case first:
+		co.say(fmt.Sprintf("the command reaches %d cluster name(s) by name: %s", len(added), shortList(added)))
+	default:
+		if len(added) > 0 {
+			co.say("new in the cluster: " + shortList(added))
+		}
+		if len(gone) > 0 {
+			co.say("gone from the cluster: " + shortList(gone))
+		}
+	}
+}
+
+// prefix labels a line about a profile when the run has several.
+func (co *consumer) prefix(profile string) string {
+	if len(co.profiles) < 2 {
+		return ""
+	}
+	return profile + ": "
+}
+
+// shortList joins the first few items, saying how many more there are.
+func shortList(items []string) string {
+	if len(items) <= namesShown {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:namesShown], ", "), len(items)-namesShown)
+}
+
+// machineNames are the names the run never shadows: localhost and this
+// machine's host name.
+func machineNames() []string {
+	names := []string{"localhost"}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		h = strings.ToLower(h)
+		short, _, _ := strings.Cut(h, ".")
+		names = append(names, h, short)
+	}
+	return names
+}
+
+func compareListenKeys(a, b listenKey) int {
+	switch {
+	case a.name.profile != b.name.profile:
+		return a.name.profile - b.name.profile
+	case a.name.name != b.name.name:
+		return strings.Compare(a.name.name, b.name.name)
+	}
+	return a.port - b.port
+}

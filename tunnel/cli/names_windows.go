@@ -1,0 +1,23 @@
+package cli
+
+import (
+	"golang.org/x/sys/windows"
+)
+
+// hostsPath is the machine's hosts file.
+const hostsPath = `C:\Windows\System32\drivers\etc\hosts`
+
+// setupHow is how plug setup is run here.
+const setupHow = "plug setup in a Git Bash run as Administrator"
+
+// processAlive reports whether process pid still runs.
+func processAlive(pid int) bool {
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	if err != nil {
+		return false
+	}
+	defer windows.CloseHandle(h)
+	var code uint32
+	const stillActive = 259
+	return windows.GetExitCodeProcess(h, &code) == nil && code == stillActive
+}
