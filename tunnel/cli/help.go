@@ -7,7 +7,7 @@ import (
 
 func init() {
 	commands = []*command{runCommand, agentCommand, keygenCommand, pubkeyCommand, lsCommand,
-		rnCommand, profileCommand, versionCommand, helpCommand}
+		rnCommand, profileCommand, setupCommand, versionCommand, helpCommand}
 }
 
 var helpCommand = &command{

@@ -1,14 +1,21 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
+
 	"golang.org/x/sys/windows"
 )
 
 // hostsPath is the machine's hosts file.
-const hostsPath = `C:\Windows\System32\drivers\etc\hosts`
+var hostsPath = filepath.Join(systemRoot(), "System32", "drivers", "etc", "hosts")
 
-// setupHow is how plug setup is run here.
-const setupHow = "plug setup in a Git Bash run as Administrator"
+func systemRoot() string {
+	if r := os.Getenv("SystemRoot"); r != "" {
+		return r
+	}
+	return `C:\Windows`
+}
 
 // processAlive reports whether process pid still runs.
 func processAlive(pid int) bool {

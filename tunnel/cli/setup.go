@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+var setupCommand = &command{
+	name:     "setup",
+	synopsis: "prepare this machine once, so that runs need no privilege (as root)",
+	usage: `Usage: plug setup [--undo]
+
+Prepares this machine once so that later plug runs need no privilege: the
+programs a run starts reach the cluster's names on the Services' own ports,
+80 and 443 included. The installer runs it; it asks for root (sudo) once.
+Each change is said as it is made, and running it again changes nothing.
+
+  --undo  removes exactly what plug setup added, and nothing else
+
+What it changes:
+  Linux    the names live in a private /etc/hosts of each run (a user and mount
+           namespace), which needs nothing; setup lets programs of every user
+           listen on ports below 1024 (net.ipv4.ip_unprivileged_port_start=0,
+           in /etc/sysctl.d/60-plug.conf and at once), as Docker does in every
+           container. Where AppArmor restricts unprivileged user namespaces
+           (Ubuntu 23.10 and later), it allows them to this plug binary alone
+           (/etc/apparmor.d/plug).
+  macOS    adds the loopback addresses 127.77.0.1-127.77.0.254 to lo0 at every
+           boot (/Library/LaunchDaemons/dev.plug.loopback.plist), and lets you
+           write /etc/hosts (an ACL entry), where runs keep their names in a
+           block of their own.
+  Windows  lets you write the hosts file (an ACL entry), where runs keep their
+           names in a block of their own. Run it from a Git Bash started as
+           Administrator.
+`,
+	run: func(c *cli, args []string) error {
+		fs := flags("setup")
+		undo := fs.Bool("undo", false, "")
+		pos, err := c.parse("setup", fs, args, true)
+		if err != nil {
+			return err
+		}
+		if len(pos) > 0 {
+			return usageError("setup", "setup takes no arguments; got %q", pos[0])
+		}
+		if !isAdmin() {
+			return errors.New("plug setup changes this machine and needs root: " + setupHow)
+		}
+		say := func(line string) { fmt.Fprintln(c.stdout, "plug setup: "+line) }
+		if *undo {
+			return runSteps(machineSteps(), say, setupStep.undo)
+		}
+		return runSteps(machineSteps(), say, setupStep.apply)
+	},
+}
+
+// setupStep is one change plug setup makes to the machine.
+type setupStep interface {
+	// apply makes the change, or says it is there already.
+	apply() (string, error)
+	// undo removes the change if setup made it, and nothing else.
+	undo() (string, error)
+}
+
+// runSteps does one of each step, saying what it did; it goes on after a
+// step that failed, and returns the failures.
+func runSteps(steps []setupStep, say func(string), do func(setupStep) (string, error)) error {
+	var failed []error
+	for _, s := range steps {
+		done, err := do(s)
+		if done != "" {
+			say(done)
+		}
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// setupMarker is in every file plug setup writes: undo removes only files
+// that carry it.
+const setupMarker = "Written by plug setup; plug setup --undo removes it."
+
+// ours reports whether path is a file plug setup wrote.
+func ours(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(b), setupMarker)
+}
+
+// readValue reads a one-line value, such as a sysctl's.
+func readValue(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
+}
+
+// executable is plug's own binary, its links resolved.
+func executable() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(p)
+}

@@ -1,0 +1,62 @@
+//go:build darwin || windows
+
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// hostsAccess lets the developer's account write the machine's hosts file,
+// where runs keep their names (names_hostsfile.go): one access-control
+// entry for that account, recorded in a file so that undo removes that
+// entry and no other.
+type hostsAccess struct {
+	user  string // the developer's account
+	state string // where the grant is recorded
+}
+
+func (h hostsAccess) apply() (string, error) {
+	if ours(h.state) {
+		return "you may write " + hostsPath + " already", nil
+	}
+	if h.user == "" || h.user == "root" {
+		return "", errors.New("run plug setup from your own account (" + setupHow + "), so that it knows whom to let write " + hostsPath)
+	}
+	argv := grantWrite(h.user)
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cannot let %s write %s: %v: %s", h.user, hostsPath, err, strings.TrimSpace(string(out)))
+	}
+	if err := os.MkdirAll(filepath.Dir(h.state), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(h.state, []byte("# "+setupMarker+"\n"+h.user+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	return h.user + " may write " + hostsPath + " (recorded in " + h.state + ")", nil
+}
+
+func (h hostsAccess) undo() (string, error) {
+	if !ours(h.state) {
+		return "", nil
+	}
+	b, err := os.ReadFile(h.state)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	user := strings.TrimSpace(lines[len(lines)-1])
+	argv := revokeWrite(user)
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cannot take back %s's right to write %s: %v: %s", user, hostsPath, err, strings.TrimSpace(string(out)))
+	}
+	if err := os.Remove(h.state); err != nil {
+		return "", err
+	}
+	os.Remove(filepath.Dir(h.state)) // only if empty
+	return "took back " + user + "'s right to write " + hostsPath, nil
+}

@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/windows"
+)
+
+// setupHow is how plug setup is run here.
+const setupHow = "run plug setup in a Git Bash started as Administrator, from your own account"
+
+// isAdmin reports whether plug runs elevated.
+func isAdmin() bool { return windows.GetCurrentProcessToken().IsElevated() }
+
+// machineSteps are the changes plug setup makes on Windows.
+func machineSteps() []setupStep {
+	return []setupStep{
+		hostsAccess{user: os.Getenv("USERNAME"), state: filepath.Join(os.Getenv("ProgramData"), "plug", "hosts-writer")},
+	}
+}
+
+// grantWrite and revokeWrite are the commands that add and remove the
+// developer's ACL entry (modify) on the hosts file.
+func grantWrite(user string) []string {
+	return []string{"icacls", hostsPath, "/grant", user + ":(M)"}
+}
+
+func revokeWrite(user string) []string {
+	return []string{"icacls", hostsPath, "/remove:g", user}
+}
