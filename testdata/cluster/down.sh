@@ -1,0 +1,167 @@
+#!/bin/sh
+# down.sh — undoes up.sh: stops the components, removes every pod (through
+# containerd, so each pod's network is torn down), the mounts, network
+# namespaces, interfaces, nftables tables and iptables chains the cluster
+# made, puts back the sysctls, and removes the env files and the guard. The
+# builds, the PKI and containerd's image store stay for the next up.sh.
+#
+# Then it compares the machine with the snapshot up.sh took before starting
+# anything (ip link, ip netns, nft ruleset, iptables-save, sysctls, mounts,
+# cgroups, directories) and exits 1 printing any difference. Running it when
+# the cluster is down does nothing.
+set -eu
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+. "$HERE/machine.sh"
+
+# our_processes prints the pids of processes started for the cluster that
+# still run, found by command line so that none escapes a lost pid file:
+# the components (and the loops restarting them), containerd and its shims.
+our_processes() {
+	for p in /proc/[0-9]*; do
+		case $(tr '\0' ' ' 2>/dev/null <"$p/cmdline") in
+		*"$KUBE "* | *"$ETC/containerd.toml"* | *containerd-shim*"$CONTAINERD_SOCK"*) echo "${p#/proc/}" ;;
+		esac
+	done
+}
+
+# kill_leftovers ends what stop missed, SIGTERM first.
+kill_leftovers() {
+	left=$(our_processes)
+	[ -n "$left" ] || return 0
+	say "ending leftover processes: $left"
+	kill -TERM $left 2>/dev/null || true
+	sleep 1
+	kill -KILL $(our_processes) 2>/dev/null || true
+}
+
+remove_pods() {
+	pid_of containerd >/dev/null || return 0
+	"$KUBE" cri-clean -endpoint "unix://$CONTAINERD_SOCK" || say "some pods could not be removed (above)"
+}
+
+unmount_all() {
+	for m in $(our_mounts | sort -r); do
+		umount "$m" 2>/dev/null || umount -l "$m" || say "cannot unmount $m"
+	done
+}
+
+remove_netns() {
+	for ns in $(ip netns list | awk '$1 ~ /^cni-/ { print $1 }'); do
+		ip netns delete "$ns" || true
+	done
+}
+
+remove_links() {
+	for v in $(ip -o link show master "$CNI_BRIDGE" 2>/dev/null | awk '{ n = $2; sub(/:$/, "", n); sub(/@.*/, "", n); print n }'); do
+		ip link delete "$v" 2>/dev/null || true
+	done
+	for l in "$CNI_BRIDGE" "$NODE_LINK"; do
+		! ip link show "$l" >/dev/null 2>&1 || ip link delete "$l"
+	done
+}
+
+# remove_iptables TOOL deletes the CNI-* and KUBE-* chains of every table
+# and the rules elsewhere that jump to them (the CNI plugins and the kubelet
+# make them), then drops tables that were absent before and are now empty.
+remove_iptables() {
+	tool=$1
+	family=ip
+	[ "$tool" = iptables ] || family=ip6
+	"$tool-save" | awk '
+	/^\*/ { table = $0; n = 0; out = ""; next }
+	/^:(CNI|KUBE)-/ { chains[++n] = substr($1, 2); next }
+	/^-A / {
+		if ($2 !~ /^(CNI|KUBE)-/ && $0 ~ / -[jg] (CNI|KUBE)-/) { sub(/^-A /, "-D "); out = out $0 "\n" }
+		next
+	}
+	/^COMMIT/ {
+		if (out == "" && n == 0) next
+		print table; printf "%s", out
+		for (i = 1; i <= n; i++) print "-F " chains[i]
+		for (i = 1; i <= n; i++) print "-X " chains[i]
+		print "COMMIT"
+	}' | "$tool-restore" --noflush
+	"$tool-save" | awk '
+	/^\*/ { table = substr($1, 2); used = 0; next }
+	/^:/ { if ($1 !~ /^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING)$/ || $2 != "ACCEPT") used = 1; next }
+	/^-A / { used = 1; next }
+	/^COMMIT/ { if (!used) print table }' | while read -r table; do
+		grep -qx "\*$table" "$SNAPSHOT/$tool" || nft delete table "$family" "$table"
+	done
+}
+
+remove_nft_tables() {
+	for t in "ip kube-proxy" "ip6 kube-proxy" "inet plug_kube_guard"; do
+		! nft list table $t >/dev/null 2>&1 || nft delete table $t
+	done
+}
+
+# remove_cgroups removes the cgroups the kubelet made (kubepods and below),
+# killing any container process containerd failed to stop.
+remove_cgroups() {
+	for top in /sys/fs/cgroup/*/kubepods; do
+		[ -d "$top" ] || continue
+		for pid in $(find "$top" -name cgroup.procs -exec cat {} +); do
+			say "killing pod process $pid, left running"
+			kill -KILL "$pid" 2>/dev/null || true
+		done
+	done
+	for top in /sys/fs/cgroup/*/kubepods; do
+		[ -d "$top" ] || continue
+		find "$top" -depth -type d -exec rmdir {} + 2>/dev/null || say "cannot remove $top"
+	done
+}
+
+remove_kubectl_wrapper() {
+	! grep -qs 'testdata/cluster' /usr/local/bin/kubectl || rm -f /usr/local/bin/kubectl
+}
+
+need_root
+
+if [ ! -d "$SNAPSHOT" ] && [ -z "$(our_processes)" ] && ! ip link show "$NODE_LINK" >/dev/null 2>&1; then
+	say "not up; nothing to do"
+	exit 0
+fi
+rm -f "$ENV_DIR/kube.env" "$ENV_DIR/kube.kubeconfig" "$ENV_DIR/kube-ca.crt"
+stop kubelet
+stop kube-scheduler
+stop kube-controller-manager
+remove_pods
+stop containerd
+stop kube-proxy
+stop kube-apiserver
+stop etcd
+kill_leftovers
+say "stopped"
+left=$(our_processes)
+[ -z "$left" ] || die "still running: $left"
+
+unmount_all
+remove_netns
+remove_links
+remove_nft_tables
+command -v iptables-save >/dev/null && {
+	remove_iptables iptables
+	remove_iptables ip6tables
+}
+remove_cgroups
+remove_kubectl_wrapper
+rm -rf "$STATE/etcd" "$STATE/kubelet" "$STATE/cni/ipam" "$RUN"
+rmdir "$ENV_DIR" 2>/dev/null || true
+
+[ -d "$SNAPSHOT" ] || {
+	say "down (no snapshot from up.sh to compare with)"
+	exit 0
+}
+restore_sysctls "$SNAPSHOT"
+restore_dirs "$SNAPSHOT"
+after=$SNAPSHOT.after
+rm -rf "$after"
+snapshot "$after"
+if ! compare "$SNAPSHOT" "$after"; then
+	rm -rf "$SNAPSHOT.failed"
+	mv "$SNAPSHOT" "$SNAPSHOT.failed"
+	die "the machine differs from before up.sh (above); snapshots in $SNAPSHOT.failed and $after"
+fi
+rm -rf "$SNAPSHOT" "$after"
+say "down; the machine is as up.sh found it"

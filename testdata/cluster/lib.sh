@@ -1,0 +1,133 @@
+# lib.sh — what up.sh and down.sh share: the cluster's addresses, where its
+# files live, and how processes are started and stopped. Sourced, not run.
+
+# Addresses: all inside 198.18.0.0/15, on interfaces the scripts create.
+NODE_IP=198.18.32.1
+NODE_NET=198.18.32.1/24
+NODE_NAME=plug-node
+POD_CIDR=198.18.0.0/20      # cluster-wide pod range
+NODE_POD_CIDR=198.18.0.0/24 # this node's pods (cni0 is .1)
+POD_GATEWAY=198.18.0.1
+SERVICE_CIDR=198.18.16.0/20
+API_SERVICE_IP=198.18.16.1
+DNS_IP=198.18.16.10
+NODE_LINK=plug0
+CNI_BRIDGE=cni0
+
+# Images, as pods name them.
+PAUSE_IMAGE=plug-test/pause:1
+WORKLOAD_IMAGE=plug-test/workload:1
+COREDNS_IMAGE=plug-test/coredns:1
+PLUG_IMAGE=plug:dev
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+
+# CACHE holds builds (kept across runs), STATE the cluster's files (the PKI
+# and containerd's image store are kept; the rest is reset by down.sh), RUN
+# what exists only while the cluster is up. ENV_DIR is where tests look.
+CACHE=${PLUG_TEST_CACHE:-/var/cache/plug-test}
+STATE=/var/lib/plug-test/kube
+RUN=/run/plug-test/kube
+ENV_DIR=${PLUG_TEST_ENV_DIR:-/run/plug-test}
+PKI=$STATE/pki
+LOGS=$STATE/log
+ETC=$STATE/etc
+BIN=$CACHE/kube
+KUBE=$BIN/kube
+KUBECTL=$BIN/kubectl
+CONTAINERD_SOCK=$RUN/containerd/containerd.sock
+SNAPSHOT=/run/plug-test/kube-before # what the machine looked like before up.sh
+
+# The components, in the order they start; down.sh stops them in reverse.
+COMPONENTS="etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy"
+
+# The kernel settings the node changes (kubelet, the CNI bridge): up.sh
+# records them, down.sh puts them back.
+SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward
+net.ipv4.conf.all.forwarding net.ipv6.conf.all.forwarding net.ipv4.conf.all.route_localnet
+net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
+net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
+net.netfilter.nf_conntrack_tcp_timeout_close_wait"
+
+# Directories the kubelet and containerd create outside STATE and RUN
+# whatever they are told; down.sh removes those that did not exist before.
+FOREIGN_DIRS="/var/lib/kubelet /var/lib/cni /var/run/netns /run/containerd /etc/cni"
+
+START=$(date +%s.%N)
+
+elapsed() {
+	awk -v now="$(date +%s.%N)" -v start="$START" 'BEGIN { printf "%.1f", now - start }'
+}
+
+# say prints a status line on stderr, with the seconds since the script began.
+say() {
+	printf '%s [%5.1fs] %s\n' "$(basename "$0")" "$(elapsed)" "$*" >&2
+}
+
+die() {
+	printf '%s: %s\n' "$(basename "$0")" "$*" >&2
+	exit 1
+}
+
+need_root() {
+	[ "$(id -u)" = 0 ] || die "must run as root (it creates interfaces, rules and mounts)"
+}
+
+# pid_of NAME prints the pid of a running component, or fails.
+pid_of() {
+	[ -f "$RUN/$1.pid" ] || return 1
+	pid=$(cat "$RUN/$1.pid")
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+# start NAME CMD... runs CMD detached in a process group of its own,
+# logging to LOGS/NAME.log, and starts it again whenever it exits (as the
+# kubelet restarts static pods: a component may exit while the apiserver
+# is still coming up).
+start() {
+	name=$1
+	shift
+	mkdir -p "$LOGS" "$RUN"
+	setsid sh -c 'while :; do "$@"; echo "exited ($?); restarting in 1s" >&2; sleep 1; done' \
+		"$name" "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
+	echo $! >"$RUN/$name.pid"
+}
+
+# stop NAME ends a component's process group: SIGTERM, then SIGKILL after
+# 10 s.
+stop() {
+	pid=$(pid_of "$1") || {
+		rm -f "$RUN/$1.pid"
+		return 0
+	}
+	kill -TERM -- "-$pid" 2>/dev/null || true
+	i=0
+	while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -KILL -- "-$pid" 2>/dev/null || true
+	rm -f "$RUN/$1.pid"
+}
+
+# wait_for SECONDS WHAT CMD... polls CMD every 0.25 s until it succeeds.
+wait_for() {
+	limit=$1 what=$2
+	shift 2
+	deadline=$(($(date +%s) + limit))
+	until "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$deadline" ] || die "$what: not ready after ${limit}s (logs in $LOGS)"
+		sleep 0.25
+	done
+}
+
+kubectl_admin() {
+	"$KUBECTL" --kubeconfig "$PKI/admin.kubeconfig" "$@"
+}
+
+# uplink prints the interface of the default route.
+uplink() {
+	ip -o route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") { print $(i + 1); exit }}'
+}
