@@ -52,6 +52,8 @@ type Platform struct {
 	logf  func(format string, args ...any)
 	times Options
 
+	settling sync.Mutex // one settle at a time: Serve and the guard write the same slices
+
 	mu      sync.Mutex
 	held    map[string]*holding // names this agent serves, by name
 	pending map[string]tunnel.Binding

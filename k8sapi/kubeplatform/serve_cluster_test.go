@@ -77,8 +77,18 @@ func TestTakeoverReroutesAndRestoresExactly(t *testing.T) {
 		t.Errorf("ClusterIP changed: %v → %v", before.spec.(map[string]any)["clusterIP"], during.spec.(map[string]any)["clusterIP"])
 	}
 	k.eventuallyAnswered(t, "http://web/", "local")
-	if slices := k.slicesOf(t, "web"); len(slices) != 1 || len(slices[ManagedBy]) != 2 {
+	slices := k.slicesOf(t, "web")
+	if len(slices) != 1 || len(slices[ManagedBy]) != 2 {
 		t.Errorf("while served, slices by manager: %v; want only plug's (the run's, and the pods' for port 9090)", slices)
+	}
+	// Checking a name that is as its receipt says writes nothing.
+	p.tendAll(bg, false)
+	for _, s := range k.slicesOf(t, "web")[ManagedBy] {
+		for _, was := range slices[ManagedBy] {
+			if s.Metadata.Name == was.Metadata.Name && s.Metadata.ResourceVersion != was.Metadata.ResourceVersion {
+				t.Errorf("a check with nothing to do rewrote the slice %s", s.Metadata.Name)
+			}
+		}
 	}
 
 	if err := p.Release(bg, b); err != nil {

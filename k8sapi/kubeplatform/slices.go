@@ -192,6 +192,8 @@ func (p *Platform) podSlices(svc *k8sapi.Service, r receipt, pods []k8sapi.Pod) 
 // The legacy Endpoints go too when first is set or a foreign slice was
 // found (the mirroring controller copies them into a slice).
 func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, first bool) error {
+	p.settling.Lock()
+	defer p.settling.Unlock()
 	want := []k8sapi.EndpointSlice{p.agentSlice(svc, r)}
 	if ports := unservedPorts(r); len(ports) > 0 {
 		pods, err := p.c.Pods(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: selectorString(r.Original.Selector)})
