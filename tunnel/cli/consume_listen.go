@@ -115,5 +115,9 @@ func (r *refusals) refused(label string, err error) {
 		r.last = map[string]time.Time{}
 	}
 	r.last[label] = time.Now()
+	var dialErr *tunnel.DialError
+	if errors.As(err, &dialErr) {
+		err = errors.New(dialErr.Reason)
+	}
 	r.say(fmt.Sprintf("warning: a connection to %s was refused: %v", label, err))
 }

@@ -75,13 +75,19 @@ func newResolver(label string, say func(string)) (resolver, error) {
 
 // namespaceAttr makes cmd start in a new user and mount namespace, as the
 // same uid and gid, holding CAP_SYS_ADMIN in that namespace only, for the
-// helper to mount; the helper drops it before running CMD.
+// helper to mount; the helper drops it before running CMD. Run by root,
+// plug needs no user namespace, and CMD keeps root's powers over the
+// machine: only the mount namespace is new.
 func namespaceAttr(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}
 	}
+	attr.Cloneflags |= syscall.CLONE_NEWNS
+	if os.Geteuid() == 0 {
+		return attr
+	}
 	uid, gid := os.Getuid(), os.Getgid()
-	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+	attr.Cloneflags |= syscall.CLONE_NEWUSER
 	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	attr.GidMappingsEnableSetgroups = false
@@ -257,7 +263,7 @@ func namesHelper(args []string) int {
 	if !handOver(fd) {
 		return 1
 	}
-	if err := dropCapabilities(); err != nil {
+	if err := dropCapabilities(); os.Geteuid() != 0 && err != nil {
 		fmt.Fprintf(os.Stderr, "plug: cannot drop the namespace's capability before running %s: %v\n", argv[0], err)
 		return 126
 	}
@@ -326,7 +332,7 @@ func privateHosts() (*os.File, error) {
 
 // dropCapabilities empties the ambient, inheritable, permitted and
 // effective sets of this thread, so that CMD starts with none, whatever
-// it is.
+// it is. (For root, execve gives root's back.)
 func dropCapabilities() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return err

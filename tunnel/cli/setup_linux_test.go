@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,4 +61,55 @@ func readText(t *testing.T, path string) string {
 func pathExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestSetupAndUndo prepares this very machine, checks that an unprivileged
+// developer's run then answers a Service's port 80 by name, and that
+// plug setup --undo leaves the machine as it found it.
+func TestSetupAndUndo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("plug setup changes the machine: run the tests as root to test it")
+	}
+	before := machineState(t)
+	t.Cleanup(func() { runPlug(t, "setup", "--undo") })
+	code, stdout, stderr := runPlug(t, "setup")
+	t.Logf("plug setup:\n%s%s", stdout, stderr)
+	if code != 0 || readText(t, "/proc/sys/net/ipv4/ip_unprivileged_port_start") != "0" {
+		t.Fatalf("plug setup: exit %d", code)
+	}
+	prepared := machineState(t)
+	if code, stdout, _ := runPlug(t, "setup"); code != 0 || !maps.Equal(machineState(t), prepared) || !strings.Contains(stdout, "already") {
+		t.Fatalf("plug setup again changed something, or failed (exit %d):\n%s", code, stdout)
+	}
+	runAsUser(t, "TestLowPortAnswersAfterSetup", "PLUG_TEST_AFTER_SETUP=1")
+	code, stdout, stderr = runPlug(t, "setup", "--undo")
+	t.Logf("plug setup --undo:\n%s%s", stdout, stderr)
+	if code != 0 {
+		t.Fatalf("plug setup --undo: exit %d", code)
+	}
+	if after := machineState(t); !maps.Equal(after, before) {
+		t.Fatalf("the machine differs after plug setup --undo:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// machineState is what plug setup may change on Linux.
+func machineState(t *testing.T) map[string]string {
+	t.Helper()
+	state := map[string]string{}
+	for key, path := range map[string]string{
+		"net.ipv4.ip_unprivileged_port_start": "/proc/sys/net/ipv4/ip_unprivileged_port_start",
+		"/etc/sysctl.d/60-plug.conf":          "/etc/sysctl.d/60-plug.conf",
+		"/etc/apparmor.d/plug":                "/etc/apparmor.d/plug",
+	} {
+		b, err := os.ReadFile(path)
+		switch {
+		case os.IsNotExist(err):
+			state[key] = "(absent)"
+		case err != nil:
+			t.Fatal(err)
+		default:
+			state[key] = string(b)
+		}
+	}
+	return state
 }
