@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"plug/k8sapi"
+	"plug/k8sapi/kubeplatform"
+	"plug/keys"
+	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
+)
+
+// The acceptance tests on the real cluster: a developer's plug runs, as an
+// unprivileged user after plug setup, reach the namespace's Services by
+// name, through an agent on the Kubernetes platform.
+
+// kubeRun is the test cluster with an agent of its namespace, and a
+// developer's ~/.plug whose profile "kube" reaches it.
+type kubeRun struct {
+	*clustertest.Kube
+	home string // the developer's PLUG_HOME, theirs
+	bin  string // the test binary, which the developer may run as plug
+	dev  *user.User
+}
+
+// needKubeRun prepares the machine (plug setup, undone when the test ends),
+// the cluster's namespace with the sample workload, and an agent on the
+// Kubernetes platform in this process.
+func needKubeRun(t *testing.T) *kubeRun {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the tests on the cluster run plug setup and switch users: run them as root")
+		}
+		t.Skip("the tests on the cluster run plug setup and switch users: run them as root")
+	}
+	k := &kubeRun{Kube: clustertest.NeedKube(t), dev: ensureUser(t)}
+	if code, stdout, stderr := runPlug(t, "setup"); code != 0 {
+		t.Fatalf("plug setup: exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Cleanup(func() { runPlug(t, "setup", "--undo") })
+
+	cfg, err := k8sapi.LoadKubeconfig(k.Kubeconfig, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := k8sapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	platform, err := kubeplatform.New(kubeplatform.Options{Client: client, Namespace: k.Namespace, PodIP: k.NodeIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns := strings.TrimSpace(k.Kubectl(t, "-n", "kube-system", "get", "service", "kube-dns", "-o", "jsonpath={.spec.clusterIP}"))
+	addr, hostKey, _ := tunneltest.StartAgent(t, inPod{platform, k.Namespace, dns})
+
+	dir, err := os.MkdirTemp("", "plug-kube-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	k.home, k.bin = filepath.Join(dir, "home"), filepath.Join(dir, "plug")
+	copyFile(t, "/proc/self/exe", k.bin)
+	store := keys.Open(k.home)
+	host, port, _ := net.SplitHostPort(addr)
+	portNum, _ := strconv.Atoi(port)
+	if err := store.AddProfile(keys.Profile{Name: "kube", Host: host, Port: portNum, HostKey: keys.AuthorizedKey(hostKey)}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.GenerateKey("kube", "dev@test", false); err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(k.dev.Uid)
+	gid, _ := strconv.Atoi(k.dev.Gid)
+	filepath.Walk(k.home, func(path string, _ os.FileInfo, _ error) error { return os.Chown(path, uid, gid) })
+
+	k.Apply(t, fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: %s
+        imagePullPolicy: Never
+        args: [serve, -name, hello from the cluster, ":8080"]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports:
+  - {name: http, port: 80, targetPort: 8080}
+  - {name: high, port: 18080, targetPort: 8080}
+`, k.WorkloadImage))
+	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
+	return k
+}
+
+// inPod is the Kubernetes platform of an agent that runs in this test
+// process rather than in a pod: it dials names as a pod of the namespace
+// would, through the cluster's DNS and the node's kube-proxy.
+type inPod struct {
+	*kubeplatform.Platform
+	namespace, dns string
+}
+
+func (p inPod) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(host, ".") {
+		host += "." + p.namespace + ".svc.cluster.local"
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", net.JoinHostPort(p.dns, "53"))
+	}}
+	addrs, err := r.LookupHost(ctx, strings.TrimSuffix(host, ".")+".")
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, net.JoinHostPort(addrs[0], port))
+}
+
+// plug runs plug as the developer, with args, and returns its exit code
+// and output.
+func (k *kubeRun) plug(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := k.command(args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// command is plug run as the developer.
+func (k *kubeRun) command(args ...string) *exec.Cmd {
+	cmd := exec.Command("setpriv", append([]string{"--reuid=" + k.dev.Uid, "--regid=" + k.dev.Gid, "--clear-groups", "--", k.bin}, args...)...)
+	cmd.Env = []string{"PLUG_TEST_PLUG=1", "PLUG_HOME=" + k.home, "HOME=" + k.dev.HomeDir, "USER=" + devUser,
+		"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=/tmp"}
+	cmd.Dir = "/"
+	return cmd
+}
+
+// TestKubeEveryClientEveryForm: curl, a Go program with Go's resolver,
+// Python, Node, the JVM and getent reach a Service on port 80 and on a
+// high port by all four forms of its name.
+func TestKubeEveryClientEveryForm(t *testing.T) {
+	k := needKubeRun(t)
+	before := fileSum(t, "/etc/hosts")
+	ns := k.Namespace
+	forms := []string{"web", "web." + ns, "web." + ns + ".svc", "web." + ns + ".svc.cluster.local"}
+	for _, port := range []int{80, 18080} {
+		code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "sh", "-c", clientsScript(t, port, forms...))
+		t.Logf("port %d:\n%s%s", port, stdout, stderr)
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		checkClients(t, stdout, "hello from the cluster", forms...)
+	}
+	if fileSum(t, "/etc/hosts") != before {
+		t.Fatal("the machine's /etc/hosts changed")
+	}
+}
+
+// TestKubeServicesComeAndGo: a Service created during the run answers by
+// name within 2 s; once deleted, its name stops resolving within 2 s.
+func TestKubeServicesComeAndGo(t *testing.T) {
+	k := needKubeRun(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	script := `cd ` + dir + ` && touch started
+until curl -sS --max-time 5 http://late/ > answer 2>/dev/null; do sleep 0.02; done; touch reached
+while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
+	run := k.command("-p", "kube", "-c", "--", "sh", "-c", script)
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	waitFile(t, filepath.Join(dir, "started"), 20*time.Second)
+	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: late}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n")
+	created := time.Now()
+	waitFile(t, filepath.Join(dir, "reached"), 2*time.Second)
+	t.Logf("a new Service answered by name %s after kubectl apply returned", time.Since(created))
+	k.Kubectl(t, "delete", "service", "late", "--wait=false")
+	deleted := time.Now()
+	waitFile(t, filepath.Join(dir, "gone"), 2*time.Second)
+	t.Logf("a deleted Service stopped resolving %s after kubectl delete returned", time.Since(deleted))
+	run.Wait()
+	t.Logf("plug:\n%s", stderr.String())
+}
+
+// TestKubeNoEndpointsRefused: a Service without ready endpoints refuses
+// CMD's connection within a second.
+func TestKubeNoEndpointsRefused(t *testing.T) {
+	k := needKubeRun(t)
+	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: idle}\nspec:\n  selector: {app: nothing}\n  ports: [{port: 80, targetPort: 8080}]\n")
+	code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "sh", "-c", `curl -sS --max-time 10 -o /dev/null -w 'took %{time_total}\n' http://idle/; echo curl exit $?`)
+	t.Logf("%s%s", stdout, stderr)
+	took, err := strconv.ParseFloat(strings.TrimPrefix(lineWith(stdout, "took "), "took "), 64)
+	if code != 0 || err != nil || took >= 1 || strings.Contains(stdout, "curl exit 0") {
+		t.Fatalf("the connection was not refused within a second (took %v s, %v)", took, err)
+	}
+}
+
+// TestKubeKill9ThenRun: plug killed with SIGKILL mid-run, then a normal
+// run works; the machine's /etc/hosts was never touched.
+func TestKubeKill9ThenRun(t *testing.T) {
+	k := needKubeRun(t)
+	before := fileSum(t, "/etc/hosts")
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	crashed := k.command("-p", "kube", "-c", "--", "sh", "-c", "echo $$ > "+dir+"/pid; exec sleep 60")
+	if err := crashed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "pid"), 20*time.Second)
+	defer exec.Command("kill", "-9", readText(t, filepath.Join(dir, "pid"))).Run()
+	// setpriv executes plug in its own process: the process is plug's.
+	crashed.Process.Signal(syscall.SIGKILL)
+	crashed.Wait()
+	code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "curl", "-sS", "--max-time", "5", "http://web."+k.Namespace+"/")
+	if code != 0 || stdout != "hello from the cluster\n" {
+		t.Fatalf("the run after kill -9: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if fileSum(t, "/etc/hosts") != before {
+		t.Fatal("the machine's /etc/hosts changed")
+	}
+}
+
+var _ tunnel.Platform = inPod{}
