@@ -18,18 +18,6 @@ if [ ! -d "$STATE" ]; then
 	exit 0
 fi
 
-# remove_workloads asks dockerd to remove everything it runs. What a hung
-# dockerd leaves is dealt with once it is stopped.
-remove_workloads() {
-	alive "$STATE/dockerd.pid" || return 0
-	services=$($DOCKER service ls -q 2>/dev/null) || :
-	[ -z "$services" ] || $DOCKER service rm $services >/dev/null || :
-	$DOCKER swarm leave --force >/dev/null 2>&1 || :
-	containers=$($DOCKER ps -aq 2>/dev/null) || :
-	[ -z "$containers" ] || $DOCKER rm -f $containers >/dev/null || :
-	$DOCKER network prune -f >/dev/null || :
-}
-
 # stop PIDFILE NAME ends the process PIDFILE names, politely first.
 stop() {
 	alive "$1" || { rm -f "$1"; return 0; }
@@ -158,11 +146,16 @@ remove_shim_sockets() {
 	[ ! -e "$STATE/before/no-run-containerd" ] || rmdir /run/containerd/s /run/containerd 2>/dev/null || :
 }
 
-# restore_sysctls writes back every sysctl whose value differs from the
-# snapshot, net.ipv4.ip_forward first (it resets the forwarding of every
-# interface).
+# restore_sysctls writes back the sysctls dockerd changes (IP forwarding,
+# the neighbour table sizes of the overlay driver, bridge netfilter) where
+# they differ from the snapshot, net.ipv4.ip_forward first (it resets the
+# forwarding of every interface). Others that differ are someone else's: the
+# comparison reports them. IP forwarding stays on while the Kubernetes
+# harness runs: its pods need it too.
 restore_sysctls() {
-	sysctls | grep -Ev "$VOLATILE_SYSCTLS" | awk -F ' = ' '
+	ours='ipv4\.neigh\.default\.gc_thresh[123]|bridge\.bridge-nf-call-[a-z0-9]+'
+	[ -f "$ENV_DIR/kube.env" ] || ours="$ours|ipv4\.ip_forward|ipv4\.conf\.[^.]+\.forwarding"
+	sysctls | grep -E "^net\.($ours) " | awk -F ' = ' '
 	FNR == NR { old[$1] = substr($0, length($1) + 4); next }
 	($1 in old) && substr($0, length($1) + 4) != old[$1] { print ($1 == "net.ipv4.ip_forward" ? 0 : 1) "\t" $1 }' \
 		"$STATE/before/sysctl" - | sort | cut -f2 | while read -r key; do
@@ -174,7 +167,7 @@ restore_sysctls() {
 	done
 }
 
-remove_workloads
+alive "$STATE/dockerd.pid" && remove_workloads
 stop "$STATE/dockerd.pid" dockerd
 kill_tasks
 stop "$STATE/containerd.pid" containerd
@@ -202,7 +195,8 @@ snapshot "$STATE/after"
 if ! compare "$STATE/before" "$STATE/after"; then
 	rm -rf "$STATE.failed"
 	mv "$STATE" "$STATE.failed"
-	die "the machine differs from before up.sh (above); snapshots kept in $STATE.failed"
+	die "the machine differs from before up.sh (above); snapshots kept in $STATE.failed.
+(Did something start after up.sh? The Kubernetes harness comes up before the swarm and goes down after it.)"
 fi
 rm -rf "$STATE"
 say "down in $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')s; machine as before up.sh"

@@ -40,6 +40,18 @@ alive() {
 	[ -s "$1" ] && running "$(cat "$1")"
 }
 
+# remove_workloads asks dockerd to remove every service, container and
+# network and to leave the swarm. What a hung dockerd leaves is dealt with
+# once it is stopped.
+remove_workloads() {
+	services=$($DOCKER service ls -q 2>/dev/null) || :
+	[ -z "$services" ] || $DOCKER service rm $services >/dev/null || :
+	$DOCKER swarm leave --force >/dev/null 2>&1 || :
+	containers=$($DOCKER ps -aq 2>/dev/null) || :
+	[ -z "$containers" ] || $DOCKER rm -f $containers >/dev/null || :
+	$DOCKER network prune -f >/dev/null || :
+}
+
 # uplinks prints the interfaces that default routes leave through.
 uplinks() {
 	ip -o route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}' | sort -u
@@ -51,7 +63,7 @@ snapshot() {
 	mkdir -p "$1"
 	ip -o link show >"$1/link"
 	ip netns list >"$1/netns" 2>/dev/null || :
-	if command -v nft >/dev/null; then nft list ruleset >"$1/nft"; else : >"$1/nft"; fi
+	if command -v nft >/dev/null; then nft list ruleset >"$1/nft" 2>/dev/null; else : >"$1/nft"; fi
 	for t in iptables ip6tables; do
 		if command -v $t-save >/dev/null; then $t-save >"$1/$t"; else : >"$1/$t"; fi
 	done
@@ -88,7 +100,8 @@ VOLATILE_SYSCTLS='^(fs\.(dentry-state|file-nr|inode-nr|inode-state|aio-nr|quota\
 PER_IF_SYSCTLS='^net\.ipv[46]\.(conf|neigh)\.'
 
 # norm_link BEFORE_DIR FILE prints one line per link: name, flags, master.
-# Links enslaved to a bridge that was there before are someone else's.
+# Links enslaved to a bridge that was there before are someone else's. The
+# carrier flags come and go with what is plugged into a bridge.
 norm_link() {
 	awk -v before="$1/link" '
 	BEGIN {
@@ -99,7 +112,8 @@ norm_link() {
 		m = ""
 		for (i = 3; i < NF; i++) if ($i == "master") m = $(i + 1)
 		if (m != "" && (m in old)) next
-		print n, $3, (m == "" ? "" : "master " m)
+		fl = $3; gsub(/(NO-CARRIER|LOWER_UP|M-DOWN|DORMANT),?/, "", fl); sub(/,>/, ">", fl)
+		print n, fl, (m == "" ? "" : "master " m)
 	}' "$2" | sort
 }
 

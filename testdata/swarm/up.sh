@@ -177,6 +177,16 @@ load_images() {
 	fi
 }
 
+# anchor_network keeps a container on plugnet, so the network stays set up
+# on this node between tests. Without it, the network is torn down when the
+# last task using it stops, and a container joining it at that moment fails
+# with "network ... not found".
+anchor_network() {
+	$DOCKER container inspect plugnet-anchor >/dev/null 2>&1 ||
+		$DOCKER run --detach --restart always --name plugnet-anchor --network "$SWARM_NETWORK" \
+			"$WORKLOAD_IMAGE" pause >/dev/null
+}
+
 write_env() {
 	mkdir -p "$ENV_DIR"
 	cat >"$ENV_FILE.new" <<EOF
@@ -193,16 +203,22 @@ EOF
 mkdir -p "$STATE"
 install_packages
 refuse_foreign_dockerd
+fresh=false
 if [ ! -d "$STATE/before" ]; then
 	snapshot "$STATE/before.new"
 	[ -e /run/containerd ] || touch "$STATE/before.new/no-run-containerd"
 	mv "$STATE/before.new" "$STATE/before"
+	fresh=true
 fi
 install_guard
 write_config
 start_daemons
+# A fresh start begins with an empty engine, whatever an earlier dockerd
+# that was killed kept in the data root (services, containers, networks).
+! $fresh || remove_workloads
 init_swarm
 check_ranges
 load_images
+anchor_network
 write_env
 say "ready in $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')s; env in $ENV_FILE"

@@ -126,54 +126,50 @@ func (s *Swarm) TryDocker(args ...string) (string, error) {
 }
 
 // removeCreated removes the services, containers and networks named with
-// the test's prefix. Networks go last, once the tasks using them are gone.
+// the test's prefix, and waits until they are gone: the engine removes a
+// service's tasks after the service, and a network once no task uses it.
 func (s *Swarm) removeCreated() error {
-	var errs []error
+	deadline := time.Now().Add(removeTimeout)
+	for {
+		left, err := s.removeRound()
+		if len(left) == 0 && err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still there after %v: %s (%w)", removeTimeout, strings.Join(left, " "), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// removeTimeout bounds how long a test's end waits for what it created to go.
+const removeTimeout = 60 * time.Second
+
+// removeRound asks once for the removal of everything named with the
+// prefix, and returns what it found. The error is the last refusal: one
+// that repeats until the deadline explains what stayed.
+func (s *Swarm) removeRound() (found []string, err error) {
 	for _, kind := range []struct{ list, remove []string }{
 		{[]string{"service", "ls", "--format", "{{.Name}}"}, []string{"service", "rm"}},
 		{[]string{"ps", "--all", "--format", "{{.Names}}"}, []string{"rm", "--force"}},
+		{[]string{"network", "ls", "--format", "{{.Name}}"}, []string{"network", "rm"}},
 	} {
-		names, err := s.created(kind.list...)
-		if err == nil && len(names) > 0 {
-			_, err = s.TryDocker(append(kind.remove, names...)...)
+		out, listErr := s.TryDocker(kind.list...)
+		if listErr != nil {
+			return found, listErr
 		}
-		errs = append(errs, err)
-	}
-	names, err := s.created("network", "ls", "--format", "{{.Name}}")
-	if err == nil && len(names) > 0 {
-		err = s.removeNetworks(names)
-	}
-	return errors.Join(append(errs, err)...)
-}
-
-// created lists the names the list command prints that start with the
-// test's prefix.
-func (s *Swarm) created(list ...string) ([]string, error) {
-	out, err := s.TryDocker(list...)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, name := range strings.Fields(out) {
-		if strings.HasPrefix(name, s.Prefix) {
-			names = append(names, name)
+		var names []string
+		for _, name := range strings.Fields(out) {
+			if strings.HasPrefix(name, s.Prefix) {
+				names = append(names, name)
+			}
+		}
+		if len(names) > 0 {
+			found = append(found, names...)
+			if _, rmErr := s.TryDocker(append(kind.remove, names...)...); rmErr != nil {
+				err = rmErr
+			}
 		}
 	}
-	return names, nil
-}
-
-// removeNetworks retries for a while: a network stays in use until the
-// engine has stopped the tasks of the services just removed.
-func (s *Swarm) removeNetworks(names []string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := s.TryDocker(append([]string{"network", "rm"}, names...)...)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(250 * time.Millisecond)
-		if names, err = s.created("network", "ls", "--format", "{{.Name}}"); err != nil || len(names) == 0 {
-			return err
-		}
-	}
+	return found, err
 }
