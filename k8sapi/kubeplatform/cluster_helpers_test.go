@@ -37,6 +37,14 @@ type kube struct {
 func needKube(t *testing.T) *kube {
 	t.Helper()
 	k := &kube{Kube: clustertest.NeedKube(t)}
+	k.setupClients(t)
+	return k
+}
+
+// setupClients makes the admin and agent clients of k's namespace, and the
+// local process.
+func (k *kube) setupClients(t *testing.T) {
+	t.Helper()
 	cfg, err := k8sapi.LoadKubeconfig(k.Kubeconfig, "")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +61,6 @@ func needKube(t *testing.T) *kube {
 		t.Fatal(err)
 	}
 	k.local = startLocalProcess(t, k.NodeIP, "local")
-	return k
 }
 
 // agentRBAC is the part of deploy/plug-k8s.yaml that gives the agent its
@@ -133,6 +140,13 @@ func startLocalProcess(t *testing.T, ip, name string) *localProcess {
 	return lp
 }
 
+// The security contexts of the test's pods, admitted by Pod Security
+// restricted.
+const (
+	podSecurity       = "{runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}"
+	containerSecurity = "{allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}"
+)
+
 // deployWeb deploys the sample workload "web": replicas pods answering
 // "deployed" on 8080 (port http) and 9090 (port admin), a Service in front
 // with both ports, labels and annotations of its own, and a client pod
@@ -150,10 +164,12 @@ spec:
     metadata: {labels: {app: web}}
     spec:
       terminationGracePeriodSeconds: 1
+      securityContext: %s
       containers:
       - name: main
         image: %s
         imagePullPolicy: Never
+        securityContext: %s
         args: [serve, -name, deployed, ":8080", ":9090"]
         ports: [{name: http, containerPort: 8080}, {name: admin, containerPort: 9090}]
         readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
@@ -175,12 +191,14 @@ kind: Pod
 metadata: {name: client}
 spec:
   terminationGracePeriodSeconds: 1
+  securityContext: %s
   containers:
   - name: main
     image: %s
     imagePullPolicy: Never
+    securityContext: %s
     args: [pause]
-`, replicas, k.WorkloadImage, k.WorkloadImage))
+`, replicas, podSecurity, k.WorkloadImage, containerSecurity, podSecurity, k.WorkloadImage, containerSecurity))
 	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
 	k.Kubectl(t, "wait", "--for=condition=Ready", "--timeout=90s", "pod/client")
 }

@@ -16,9 +16,10 @@ kind: Pod
 metadata: {name: %s}
 spec:
   terminationGracePeriodSeconds: 1
+  securityContext: %s
   containers:
-  - {name: main, image: %s, imagePullPolicy: Never, args: [pause]}
-`, name, k.WorkloadImage))
+  - {name: main, image: %s, imagePullPolicy: Never, securityContext: %s, args: [pause]}
+`, name, podSecurity, k.WorkloadImage, containerSecurity))
 	k.Kubectl(t, "wait", "--for=condition=Ready", "--timeout=90s", "pod/"+name)
 	return name
 }
