@@ -123,13 +123,9 @@ if [ ! -d "$SNAPSHOT" ] && [ -z "$(our_processes)" ] && ! ip link show "$NODE_LI
 	exit 0
 fi
 rm -f "$ENV_DIR/kube.env" "$ENV_DIR/kube.kubeconfig" "$ENV_DIR/kube-ca.crt"
-stop kubelet
-stop kube-scheduler
-stop kube-controller-manager
+stop kubelet kube-scheduler kube-controller-manager
 remove_pods
-stop containerd
-stop kube-proxy
-stop kube-apiserver
+stop containerd kube-proxy kube-apiserver
 stop etcd
 kill_leftovers
 say "stopped"

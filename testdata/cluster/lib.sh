@@ -95,21 +95,30 @@ start() {
 	echo $! >"$RUN/$name.pid"
 }
 
-# stop NAME ends a component's process group: SIGTERM, then SIGKILL after
-# 10 s.
+# stop NAME... ends components' process groups together: SIGTERM, then
+# SIGKILL to what still runs after 10 s.
 stop() {
-	pid=$(pid_of "$1") || {
-		rm -f "$RUN/$1.pid"
-		return 0
-	}
-	kill -TERM -- "-$pid" 2>/dev/null || true
+	groups=
+	for name in "$@"; do
+		if pid=$(pid_of "$name"); then
+			kill -TERM "-$pid" 2>/dev/null || true
+			groups="$groups $pid"
+		fi
+		rm -f "$RUN/$name.pid"
+	done
+	[ -n "$groups" ] || return 0
 	i=0
-	while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 100 ]; do
+	while [ -n "$(live_members $groups)" ] && [ $i -lt 100 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
-	kill -KILL -- "-$pid" 2>/dev/null || true
-	rm -f "$RUN/$1.pid"
+	for pid in $(live_members $groups); do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+# live_members PGID... prints the processes of those process groups that
+# have not exited (zombies waiting for init to reap them do not count).
+live_members() {
+	cat /proc/[0-9]*/stat 2>/dev/null | awk -v groups=" $* " '$3 != "Z" && index(groups, " " $5 " ") { print $1 }'
 }
 
 # wait_for SECONDS WHAT CMD... polls CMD every 0.25 s until it succeeds.

@@ -13,7 +13,7 @@ MOUNT_PREFIXES="/var/lib/plug-test/ /run/plug-test/ /var/lib/kubelet/ /run/netns
 # snapshot DIR records everything the comparison looks at.
 snapshot() {
 	mkdir -p "$1"
-	ip -o link show >"$1/link"
+	ip -o link show >"$1/link" 2>/dev/null
 	ip netns list >"$1/netns"
 	nft -s list ruleset >"$1/nft" 2>/dev/null
 	iptables-save >"$1/iptables"

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -45,13 +47,21 @@ func criClean(endpoint string) error {
 	}
 	var failed error
 	for _, p := range pods.Items {
-		if _, err := rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+		if _, err := rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: p.Id}); gone(err) != nil {
 			failed = fmt.Errorf("stopping pod %s: %w", p.Metadata.GetName(), err)
 			continue
 		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+		if _, err := rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: p.Id}); gone(err) != nil {
 			failed = fmt.Errorf("removing pod %s: %w", p.Metadata.GetName(), err)
 		}
 	}
 	return failed
+}
+
+// gone drops the error of a pod that was removed in the meantime.
+func gone(err error) error {
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	return err
 }
