@@ -15,7 +15,10 @@
 //
 // What SSH has no word for travels on plug's control channel ("control@plug",
 // see control.go): the run's identity in a hello, the agent's welcome, names
-// served, events, a run ended by the agent, the goodbye. A run outlives a
+// served, events, a run ended by the agent, the goodbye, and the catalog: the
+// names the run can consume (Platform.WatchNames), sent at once and again at
+// each change (Session.Catalog; Session.Carry joins a local connection to
+// one of them). A run outlives a
 // dropped connection for the agent's grace period: the CLI reconnects, says
 // hello with the same run id and key, asks for its names again, and keeps
 // them without a second takeover.
