@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,9 +52,10 @@ type nsResolver struct {
 	label string // names the run in the file's header
 	say   func(string)
 
-	mu    sync.Mutex
-	lines []hostLine
-	hosts *os.File // the file CMD sees, once it has started
+	mu      sync.Mutex
+	lines   []hostLine
+	hosts   *os.File // the file CMD sees, once it has started
+	written []byte   // what it holds
 }
 
 // newResolver checks, by running the helper once, that this machine lets
@@ -125,16 +127,21 @@ func (r *nsResolver) update(lines []hostLine) error {
 }
 
 // write puts the names and the machine's hosts file into the file CMD
-// sees, in place: the bind mount holds that very file.
+// sees, in place (the bind mount holds that very file), when that changes
+// what it holds.
 func (r *nsResolver) write() error {
 	machine, err := os.ReadFile("/etc/hosts")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	text := hostsText(r.label, r.lines, machine)
+	if bytes.Equal(text, r.written) {
+		return nil
+	}
 	if _, err := r.hosts.WriteAt(text, 0); err != nil {
 		return err
 	}
+	r.written = text
 	return r.hosts.Truncate(int64(len(text)))
 }
 
