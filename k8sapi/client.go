@@ -3,6 +3,7 @@ package k8sapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,10 +32,14 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("the API server address %q is not an http(s) URL", cfg.Server)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
+	var tlsCfg *tls.Config
+	if cfg.TLS != nil {
+		tlsCfg = cfg.TLS.Clone() // the transport adds its protocols to it: keep the caller's as it was
+	}
 	transport := &http.Transport{
 		Proxy:                 nil, // the API server is reached directly, never through HTTP(S)_PROXY
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       cfg.TLS,
+		TLSClientConfig:       tlsCfg,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second,
 		IdleConnTimeout:       90 * time.Second,
