@@ -200,6 +200,13 @@ EOF
 	mv "$ENV_FILE.new" "$ENV_FILE"
 }
 
+# Daemons of an earlier up.sh that are gone (killed, or ended with the
+# session that started them) leave bridges, rules and mounts: undo those
+# first, so that the snapshot shows the machine without them.
+if [ -d "$STATE/before" ] && ! alive "$STATE/dockerd.pid" && ! alive "$STATE/containerd.pid"; then
+	say "the daemons of an earlier up.sh are gone: cleaning up after them"
+	"$here/down.sh" || say "(going on: those differences were there before this up.sh)"
+fi
 mkdir -p "$STATE"
 install_packages
 refuse_foreign_dockerd
