@@ -39,15 +39,10 @@ func httpGet(url string) int {
 
 // clientsScript is a shell script that fetches http://HOST:PORT/ with every
 // client, for each host, printing "CLIENT HOST BODY" lines, and "getent
-// HOST ADDR" for each host.
-func clientsScript(t *testing.T, port int, hosts ...string) string {
+// HOST ADDR" for each host. self is the test binary as CMD's user may run
+// it, dir a directory that user may read.
+func clientsScript(t *testing.T, self, dir string, port int, hosts ...string) string {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
 	java := filepath.Join(dir, "Get.java")
 	if err := os.WriteFile(java, []byte(`public class Get {
 	public static void main(String[] a) throws Exception {
@@ -61,7 +56,7 @@ func clientsScript(t *testing.T, port int, hosts ...string) string {
 	}
 	clients := map[string]string{
 		"curl":   `curl -sS --max-time 5 "$url"`,
-		"go":     `GODEBUG=netdns=go PLUG_TEST_HTTP_GET="$url" ` + self,
+		"go":     `env -u PLUG_TEST_PLUG GODEBUG=netdns=go PLUG_TEST_HTTP_GET="$url" ` + self,
 		"python": `/usr/bin/python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode(), end="")' "$url"`,
 		"node":   `node -e 'require("http").get(process.argv[1], r => r.pipe(process.stdout)).on("error", e => { console.error(e.message); process.exit(1) })' "$url"`,
 	}

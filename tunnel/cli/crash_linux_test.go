@@ -12,9 +12,10 @@ import (
 )
 
 // With PLUG_TEST_PLUG=1 the test binary is plug itself, for tests that
-// need plug as a process of its own.
+// need plug as a process of its own (and the names helper stays the
+// helper).
 func init() {
-	if os.Getenv("PLUG_TEST_PLUG") == "1" {
+	if os.Getenv("PLUG_TEST_PLUG") == "1" && (len(os.Args) < 2 || os.Args[1] != namesHelperArg) {
 		os.Exit(Main(os.Args[1:]))
 	}
 }

@@ -31,9 +31,11 @@ import (
 // developer's ~/.plug whose profile "kube" reaches it.
 type kubeRun struct {
 	*clustertest.Kube
+	base string // a directory the developer may read
 	home string // the developer's PLUG_HOME, theirs
 	bin  string // the test binary, which the developer may run as plug
 	dev  *user.User
+	dial func(ctx context.Context, network, address string) (net.Conn, error) // as the agent does
 }
 
 // needKubeRun prepares the machine (plug setup, undone when the test ends),
@@ -66,7 +68,9 @@ func needKubeRun(t *testing.T) *kubeRun {
 		t.Fatal(err)
 	}
 	dns := strings.TrimSpace(k.Kubectl(t, "-n", "kube-system", "get", "service", "kube-dns", "-o", "jsonpath={.spec.clusterIP}"))
-	addr, hostKey, _ := tunneltest.StartAgent(t, inPod{platform, k.Namespace, dns})
+	agentPlatform := inPod{platform, k.Namespace, dns}
+	k.dial = agentPlatform.DialContext
+	addr, hostKey, _ := tunneltest.StartAgent(t, agentPlatform)
 
 	dir, err := os.MkdirTemp("", "plug-kube-")
 	if err != nil {
@@ -74,7 +78,7 @@ func needKubeRun(t *testing.T) *kubeRun {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	k.home, k.bin = filepath.Join(dir, "home"), filepath.Join(dir, "plug")
+	k.base, k.home, k.bin = dir, filepath.Join(dir, "home"), filepath.Join(dir, "plug")
 	copyFile(t, "/proc/self/exe", k.bin)
 	store := keys.Open(k.home)
 	host, port, _ := net.SplitHostPort(addr)
@@ -117,7 +121,42 @@ spec:
   - {name: high, port: 18080, targetPort: 8080}
 `, k.WorkloadImage))
 	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
+	k.waitService(t, "web:80", true)
 	return k
+}
+
+// waitService waits until the node's kube-proxy handles address: until the
+// agent's dial connects, or, without answers, is refused at once.
+func (k *kubeRun) waitService(t *testing.T, address string, answers bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		start := time.Now()
+		c, err := k.dial(ctx, "tcp", address)
+		cancel()
+		if err == nil {
+			c.Close()
+		}
+		if answers && err == nil || !answers && err != nil && time.Since(start) < 200*time.Millisecond {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-proxy does not handle %s yet: %v", address, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dir makes a directory the developer may write.
+func (k *kubeRun) dir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(k.base, "run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o777)
+	return dir
 }
 
 // inPod is the Kubernetes platform of an agent that runs in this test
@@ -180,7 +219,7 @@ func TestKubeEveryClientEveryForm(t *testing.T) {
 	ns := k.Namespace
 	forms := []string{"web", "web." + ns, "web." + ns + ".svc", "web." + ns + ".svc.cluster.local"}
 	for _, port := range []int{80, 18080} {
-		code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "sh", "-c", clientsScript(t, port, forms...))
+		code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "sh", "-c", clientsScript(t, k.bin, k.dir(t), port, forms...))
 		t.Logf("port %d:\n%s%s", port, stdout, stderr)
 		if code != 0 {
 			t.Fatalf("exit %d", code)
@@ -196,8 +235,7 @@ func TestKubeEveryClientEveryForm(t *testing.T) {
 // name within 2 s; once deleted, its name stops resolving within 2 s.
 func TestKubeServicesComeAndGo(t *testing.T) {
 	k := needKubeRun(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o777)
+	dir := k.dir(t)
 	script := `cd ` + dir + ` && touch started
 until curl -sS --max-time 5 http://late/ > answer 2>/dev/null; do sleep 0.02; done; touch reached
 while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
@@ -226,6 +264,7 @@ while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
 func TestKubeNoEndpointsRefused(t *testing.T) {
 	k := needKubeRun(t)
 	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: idle}\nspec:\n  selector: {app: nothing}\n  ports: [{port: 80, targetPort: 8080}]\n")
+	k.waitService(t, "idle:80", false)
 	code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "sh", "-c", `curl -sS --max-time 10 -o /dev/null -w 'took %{time_total}\n' http://idle/; echo curl exit $?`)
 	t.Logf("%s%s", stdout, stderr)
 	took, err := strconv.ParseFloat(strings.TrimPrefix(lineWith(stdout, "took "), "took "), 64)
@@ -239,8 +278,7 @@ func TestKubeNoEndpointsRefused(t *testing.T) {
 func TestKubeKill9ThenRun(t *testing.T) {
 	k := needKubeRun(t)
 	before := fileSum(t, "/etc/hosts")
-	dir := t.TempDir()
-	os.Chmod(dir, 0o777)
+	dir := k.dir(t)
 	crashed := k.command("-p", "kube", "-c", "--", "sh", "-c", "echo $$ > "+dir+"/pid; exec sleep 60")
 	if err := crashed.Start(); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,8 @@ func TestCommandReachesNamesByName(t *testing.T) {
 	c.platform.SetNames(k8sName("web", "shop", 18080))
 	c.workload(t, "web:18080", "hello from web")
 	forms := []string{"web", "web.shop", "web.shop.svc", "web.shop.svc.cluster.local"}
-	code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", clientsScript(t, 18080, forms...))
+	self, _ := os.Executable()
+	code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", clientsScript(t, self, t.TempDir(), 18080, forms...))
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	if code != 0 {
 		t.Fatalf("exit %d", code)
