@@ -112,7 +112,10 @@ stop() {
 		sleep 0.1
 		i=$((i + 1))
 	done
-	for pid in $(live_members $groups); do kill -KILL "$pid" 2>/dev/null || true; done
+	left=$(live_members $groups)
+	[ -n "$left" ] || return 0
+	say "killing what ignored SIGTERM for 10s: $(for p in $left; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-60; done)"
+	kill -KILL $left 2>/dev/null || true
 }
 
 # live_members PGID... prints the processes of those process groups that
