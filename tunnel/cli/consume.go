@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -120,17 +121,18 @@ func (c *cli) consume(runs []*session) *consumer {
 // awaitCatalogs waits, up to namesWait in all, for every session's first
 // catalog.
 func (co *consumer) awaitCatalogs() {
-	deadline := time.After(namesWait)
+	ctx, cancel := context.WithTimeout(context.Background(), namesWait)
+	defer cancel()
 	for _, p := range co.profiles {
-		if !awaitCatalog(p.session, deadline) {
+		if !awaitCatalog(ctx, p.session) {
 			co.say(co.prefix(p.name) + "the agent has not told the cluster's names yet; they are added when it does")
 		}
 	}
 }
 
-// awaitCatalog waits for s's first catalog until deadline; false if none
+// awaitCatalog waits for s's first catalog until ctx ends; false if none
 // came.
-func awaitCatalog(s *tunnel.Session, deadline <-chan time.Time) bool {
+func awaitCatalog(ctx context.Context, s *tunnel.Session) bool {
 	for {
 		_, known, changed := s.Catalog()
 		if known {
@@ -140,7 +142,7 @@ func awaitCatalog(s *tunnel.Session, deadline <-chan time.Time) bool {
 		case <-changed:
 		case <-s.Done():
 			return false
-		case <-deadline:
+		case <-ctx.Done():
 			return false
 		}
 	}

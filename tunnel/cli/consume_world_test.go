@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -8,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"plug/keys"
+	"plug/tunnel"
 	"plug/tunnel/tunneltest"
 )
 
@@ -36,7 +39,15 @@ func useHome(t *testing.T) keys.Store {
 func newCluster(t *testing.T, store keys.Store, profile string) *cluster {
 	t.Helper()
 	p := tunneltest.NewPlatform()
-	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	startAgentFor(t, store, profile, p)
+	return &cluster{platform: p, profile: profile}
+}
+
+// startAgentFor starts an agent for platform and adds a profile for it,
+// with a key pair, to store.
+func startAgentFor(t *testing.T, store keys.Store, profile string, platform tunnel.Platform) {
+	t.Helper()
+	addr, hostKey, _ := tunneltest.StartAgent(t, platform)
 	host, port, _ := net.SplitHostPort(addr)
 	portNum, _ := strconv.Atoi(port)
 	if err := store.AddProfile(keys.Profile{Name: profile, Host: host, Port: portNum, HostKey: keys.AuthorizedKey(hostKey)}, false); err != nil {
@@ -45,7 +56,6 @@ func newCluster(t *testing.T, store keys.Store, profile string) *cluster {
 	if _, err := store.GenerateKey(profile, "dev@test", false); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{platform: p, profile: profile}
 }
 
 // workload serves HTTP on loopback, answering every request with text, as
@@ -69,4 +79,32 @@ func runPlug(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}
 	code = c.main(args)
 	return code, out.String(), errOut.String()
+}
+
+// silent is a platform whose names never come: an agent that has not
+// told them yet.
+type silent struct{ *tunneltest.Platform }
+
+func (silent) WatchNames(ctx context.Context, _ func([]tunnel.ClusterName)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestSilentAgentDelaysNothingElse: a run waits a few seconds at most for
+// an agent that has not told its names, says so, and the other profile's
+// names work.
+func TestSilentAgentDelaysNothingElse(t *testing.T) {
+	store := useHome(t)
+	startAgentFor(t, store, "quiet", silent{tunneltest.NewPlatform()})
+	c := newCluster(t, store, "shop")
+	c.platform.SetNames(k8sName("web", "shop", 18080))
+	c.workload(t, "web:18080", "hello from web")
+	start := time.Now()
+	code, stdout, stderr := runPlug(t, "-p", "quiet", "-p", "shop", "-c", "--", "curl", "-sS", "--max-time", "5", "http://web:18080/")
+	if code != 0 || stdout != "hello from web\n" || time.Since(start) > namesWait+3*time.Second {
+		t.Fatalf("exit %d after %s\nstdout:\n%s\nstderr:\n%s", code, time.Since(start), stdout, stderr)
+	}
+	if !strings.Contains(stderr, "quiet: the agent has not told the cluster's names yet") {
+		t.Fatalf("the silent agent was not told about:\n%s", stderr)
+	}
 }
