@@ -7,6 +7,11 @@
 #                           /plug (linux/amd64, runs `plug agent`), the CLI
 #                           binaries it serves in /bin, /var/lib/plug for its state
 #   ./build.sh vet          go vet for linux, darwin and windows
+#   ./build.sh test         the whole test suite on a real local Kubernetes and
+#                           Docker Swarm: installs what is missing, starts both,
+#                           runs every test, tears both down (run as root)
+#   ./build.sh demo         plug doing its job on the local Kubernetes, narrated
+#                           (run as root)
 #   ./build.sh mkimage ROOTFS OUT.tar NAME:TAG...
 #                           packs a directory into a FROM-scratch Docker archive
 #                           that `docker load` and `ctr images import` accept;
@@ -61,7 +66,7 @@ EOF
 }
 
 image() {
-	[ -f dist/plug-linux-amd64 ] || binaries
+	binaries
 	root=$(mktemp -d)
 	mkdir -p "$root/bin" "$root/tmp" "$root/var/lib/plug"
 	chmod 1777 "$root/tmp" "$root/var/lib/plug"
@@ -80,11 +85,34 @@ vet() {
 	done
 }
 
+# clusters_down tears the local clusters down, Swarm first (it was started
+# last), and fails if either leaves the machine other than it found it.
+clusters_down() {
+	rc=0
+	testdata/swarm/down.sh || rc=1
+	testdata/cluster/down.sh || rc=1
+	return $rc
+}
+
+test_all() {
+	image
+	testdata/cluster/up.sh
+	testdata/swarm/up.sh
+	trap 'clusters_down || exit 1' EXIT
+	vet
+	go test -count=1 ./...
+	for m in testdata/workload testdata/cluster testdata/swarm; do
+		(cd "$m" && go test -count=1 ./...)
+	done
+}
+
 case "${1:-all}" in
-all) binaries && image ;;
+all) image ;;
 binaries) binaries ;;
 image) image ;;
 vet) vet ;;
+test) test_all ;;
+demo) image && testdata/cluster/up.sh && exec testdata/demo.sh ;;
 mkimage) shift && mkimage "$@" ;;
 *)
 	echo "build.sh: unknown command ${1}; see the top of build.sh for the commands" >&2
