@@ -9,20 +9,23 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // serve answers HTTP on every address given. GET / returns the workload's
-// name; GET /log returns one line per request seen so far ("REMOTE PATH"),
+// name (with -upstream, followed by what a GET of that URL answered, so a
+// two-service app shows who answers its backend's name); GET /log returns one line per request seen so far ("REMOTE PATH"),
 // not counting requests for /log and /whoami, so a test can prove a process
 // was never reached; GET /whoami returns the identity the process runs as.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	name := fs.String("name", defaultName(), "the name GET / answers with")
+	upstream := fs.String("upstream", "", "a URL whose answer GET / appends to the name")
 	fs.Parse(args)
 	if fs.NArg() == 0 {
 		return errors.New("give at least one address to listen on, e.g. :8080")
 	}
-	mux := handler(*name, &requestLog{})
+	mux := handler(*name, *upstream, &requestLog{})
 	errs := make(chan error, fs.NArg())
 	for _, addr := range fs.Args() {
 		go func() {
@@ -33,8 +36,9 @@ func serve(args []string) error {
 	return <-errs
 }
 
-// handler answers GET / with name and GET /log with seen.
-func handler(name string, seen *requestLog) http.Handler {
+// handler answers GET / with name (and upstream's answer, when set) and
+// GET /log with seen.
+func handler(name, upstream string, seen *requestLog) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /log", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, seen.String())
@@ -44,7 +48,11 @@ func handler(name string, seen *requestLog) http.Handler {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		seen.add(r.RemoteAddr + " " + r.URL.Path)
-		fmt.Fprintln(w, name)
+		if upstream == "" {
+			fmt.Fprintln(w, name)
+			return
+		}
+		fmt.Fprintf(w, "%s -> %s\n", name, askUpstream(upstream))
 	})
 	return mux
 }
@@ -77,4 +85,17 @@ func (l *requestLog) String() string {
 		return ""
 	}
 	return strings.Join(l.lines, "\n") + "\n"
+}
+
+// upstreamClient asks the upstream on a new connection each time, so a
+// switch of what answers its name shows at once.
+var upstreamClient = &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// askUpstream returns the trimmed answer of url, or what went wrong.
+func askUpstream(url string) string {
+	body, err := fetch(upstreamClient, url)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return strings.TrimSpace(body)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 func TestServeAnswersNameAndLogsRequests(t *testing.T) {
-	srv := httptest.NewServer(handler("web-1", &requestLog{}))
+	srv := httptest.NewServer(handler("web-1", "", &requestLog{}))
 	defer srv.Close()
 
 	var out strings.Builder
@@ -38,7 +38,7 @@ func TestServeAnswersNameAndLogsRequests(t *testing.T) {
 
 func TestGetUsesANewConnectionPerRequest(t *testing.T) {
 	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(handler("x", &requestLog{}))
+	srv := httptest.NewUnstartedServer(handler("x", "", &requestLog{}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
@@ -64,7 +64,7 @@ func TestGetFailsOnErrorStatus(t *testing.T) {
 }
 
 func TestWhoamiNamesTheProcessIdentity(t *testing.T) {
-	srv := httptest.NewServer(handler("x", &requestLog{}))
+	srv := httptest.NewServer(handler("x", "", &requestLog{}))
 	defer srv.Close()
 	var out strings.Builder
 	if err := getEach(&out, srv.URL+"/whoami", 1, time.Second); err != nil {
@@ -73,5 +73,28 @@ func TestWhoamiNamesTheProcessIdentity(t *testing.T) {
 	want := fmt.Sprintf("uid=%d\ngid=%d\n", os.Getuid(), os.Getgid())
 	if !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), "capeff=") {
 		t.Fatalf("/whoami = %q, want it to start with %q and name capeff", out.String(), want)
+	}
+}
+
+func TestServeWithUpstreamShowsWhoAnswersIt(t *testing.T) {
+	api := httptest.NewServer(handler("api (deployed)", "", &requestLog{}))
+	web := httptest.NewServer(handler("web", api.URL, &requestLog{}))
+	defer web.Close()
+
+	var out strings.Builder
+	if err := getEach(&out, web.URL, 1, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "web -> api (deployed)\n"; got != want {
+		t.Fatalf("web answered %q, want %q", got, want)
+	}
+
+	api.Close()
+	out.Reset()
+	if err := getEach(&out, web.URL, 1, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "web -> error: ") {
+		t.Fatalf("with its upstream gone, web answered %q, want the error", out.String())
 	}
 }
