@@ -237,6 +237,7 @@ func TestKubeServicesComeAndGo(t *testing.T) {
 	k := needKubeRun(t)
 	dir := k.dir(t)
 	script := `cd ` + dir + ` && touch started
+until getent hosts late > /dev/null; do sleep 0.01; done; touch resolved
 until curl -sS --max-time 5 http://late/ > answer 2>/dev/null; do sleep 0.02; done; touch reached
 while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
 	run := k.command("-p", "kube", "-c", "--", "sh", "-c", script)
@@ -249,8 +250,10 @@ while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
 	waitFile(t, filepath.Join(dir, "started"), 20*time.Second)
 	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: late}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n")
 	created := time.Now()
+	waitFile(t, filepath.Join(dir, "resolved"), 2*time.Second)
+	t.Logf("a new Service resolved %s after kubectl apply returned", time.Since(created))
 	waitFile(t, filepath.Join(dir, "reached"), 2*time.Second)
-	t.Logf("a new Service answered by name %s after kubectl apply returned", time.Since(created))
+	t.Logf("and answered by name %s after (kube-proxy programs it meanwhile)", time.Since(created))
 	k.Kubectl(t, "delete", "service", "late", "--wait=false")
 	deleted := time.Now()
 	waitFile(t, filepath.Join(dir, "gone"), 2*time.Second)
