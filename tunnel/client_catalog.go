@@ -13,9 +13,10 @@ func (s *Session) Catalog() (Catalog, bool, <-chan struct{}) { return s.names.ge
 
 // Carry joins c, a connection a local program opened, to address
 // ("name:port") in the cluster, through the agent, until both directions
-// end; then c is closed. When the agent cannot reach address, Carry
-// returns its *DialError at once and leaves c open, for the caller to
-// refuse it as it sees fit.
+// end; then c is closed. When no way opens — the agent cannot reach
+// address (a *DialError, at once), the session ended, ctx ended first —
+// Carry returns why and leaves c open, for the caller to refuse it as it
+// sees fit.
 func (s *Session) Carry(ctx context.Context, c net.Conn, address string) error {
 	remote, err := s.Dial(ctx, address)
 	if err != nil {
