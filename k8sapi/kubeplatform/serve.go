@@ -174,8 +174,9 @@ func (p *Platform) settleOrUndo(ctx context.Context, svc *k8sapi.Service, r rece
 	defer cancel()
 	if uerr := p.releaseWithRetry(undoCtx, b); uerr != nil {
 		p.logf("%s is left with its receipt for the sweep: %v", b.Name, uerr)
+		return fmt.Errorf("serving %s: %w; what was changed carries its receipt, and any agent's sweep gives it back once its heartbeat is %s old", b.Name, err, p.times.Stale)
 	}
-	return fmt.Errorf("serving %s: %w (nothing is left changed)", b.Name, err)
+	return fmt.Errorf("serving %s: %w (what was changed is given back)", b.Name, err)
 }
 
 // ifVersion is a JSON patch operation that makes the patch apply only to
