@@ -112,7 +112,7 @@ binaries) binaries ;;
 image) image ;;
 vet) vet ;;
 test) test_all ;;
-demo) image && testdata/cluster/up.sh && exec testdata/demo.sh ;;
+demo) image && testdata/cluster/up.sh && exec testdata/demo/run.sh ;;
 mkimage) shift && mkimage "$@" ;;
 *)
 	echo "build.sh: unknown command ${1}; see the top of build.sh for the commands" >&2
