@@ -20,9 +20,6 @@ type Client struct {
 	base  *url.URL
 	http  *http.Client
 	token func() (string, error)
-
-	// Namespace is the Config's default namespace.
-	Namespace string
 }
 
 // New returns a Client for cfg.
@@ -46,7 +43,7 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:   4,
 		ForceAttemptHTTP2:     true,
 	}
-	return &Client{base: u, http: &http.Client{Transport: transport}, token: cfg.Token, Namespace: cfg.Namespace}, nil
+	return &Client{base: u, http: &http.Client{Transport: transport}, token: cfg.Token}, nil
 }
 
 // request is one call of the REST API.

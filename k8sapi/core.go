@@ -14,8 +14,6 @@ type Service struct {
 // Service types.
 const (
 	ServiceClusterIP    = "ClusterIP"
-	ServiceNodePort     = "NodePort"
-	ServiceLoadBalancer = "LoadBalancer"
 	ServiceExternalName = "ExternalName"
 )
 

@@ -45,13 +45,12 @@ func (k Kind) collectionPath(ns string) string {
 // T is one of this package's types, or map[string]any to see every field.
 type Resource[T any] struct {
 	c    *Client
-	kind Kind
 	path string
 }
 
 // Resources returns kind's objects in namespace ns, decoded as T.
 func Resources[T any](c *Client, kind Kind, ns string) Resource[T] {
-	return Resource[T]{c: c, kind: kind, path: kind.collectionPath(ns)}
+	return Resource[T]{c: c, path: kind.collectionPath(ns)}
 }
 
 // Services are the namespace's Services.
@@ -72,9 +71,6 @@ func (c *Client) Pods(ns string) Resource[Pod] { return Resources[Pod](c, KindPo
 
 // Secrets are the namespace's Secrets.
 func (c *Client) Secrets(ns string) Resource[Secret] { return Resources[Secret](c, KindSecret, ns) }
-
-// Kind is the kind of these objects.
-func (r Resource[T]) Kind() Kind { return r.kind }
 
 func (r Resource[T]) objectPath(name string) string { return r.path + "/" + url.PathEscape(name) }
 

@@ -19,7 +19,6 @@ type OwnerReference struct {
 	Kind       string `json:"kind"`
 	Name       string `json:"name"`
 	UID        string `json:"uid"`
-	Controller *bool  `json:"controller,omitempty"`
 }
 
 // ObjectReference points at one object, e.g. the pod behind an endpoint.

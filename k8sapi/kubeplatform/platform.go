@@ -117,9 +117,6 @@ func NewFromEnv(logf func(format string, args ...any)) (*Platform, error) {
 	return New(Options{Client: client, Namespace: ns, PodName: os.Getenv("POD_NAME"), PodIP: os.Getenv("POD_IP"), Logf: logf})
 }
 
-// Namespace is the namespace the platform serves names in.
-func (p *Platform) Namespace() string { return p.ns }
-
 // DialContext connects to address from inside the agent's pod: cluster DNS
 // resolves the name, kube-proxy and network policy apply as to any pod.
 func (p *Platform) DialContext(ctx context.Context, network, address string) (net.Conn, error) {

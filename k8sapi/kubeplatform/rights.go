@@ -30,7 +30,7 @@ var rules = []rule{
 	{"", "services", "", []string{"get", "list", "create", "patch", "delete"},
 		"-s: create a name, take over a deployed Service and restore it, sweep receipts", true},
 	{"", "services", "", []string{"watch"},
-		"-s: see at once when a served Service is changed back", true},
+		"the names runs reach (-c), kept current as Services come and go; -s: see at once when a served Service is changed back", true},
 	{"discovery.k8s.io", "endpointslices", "", []string{"create", "delete", "list", "update"},
 		"-s: point a served name at the agent pod holding the run, and remove the controllers' stale slices", true},
 	{"", "endpoints", "", []string{"delete"},
