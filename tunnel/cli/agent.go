@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/crypto/ssh"
+
+	"plug/k8sapi/kubeplatform"
 	"plug/keys"
 	"plug/swarmapi"
 	"plug/tunnel"
@@ -56,6 +59,12 @@ func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (t
 	switch name {
 	case "memory", "none":
 		return tunnel.NewMemoryPlatform(), nil
+	case "kubernetes":
+		p, err := kubeplatform.NewFromEnv(logf)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	case "swarm":
 		p, err := swarmapi.NewPlatformFromEnv(ctx, logf)
 		if err != nil {
@@ -70,9 +79,25 @@ func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (t
 
 func platformNames() []string {
 	return []string{
+		"kubernetes (a pod of deploy/plug-k8s.yaml, with the downward API's POD_NAME, POD_NAMESPACE and POD_IP)",
 		"swarm (a Docker Swarm service with the engine's socket, deploy/plug-swarm.yml)",
 		"memory or none (no cluster: names live in the agent's memory, for local tests)",
 	}
+}
+
+// sharedHostKey is a platform that keeps the agent's host key in the
+// cluster, so that every replica, and every restart, presents the same one.
+type sharedHostKey interface {
+	HostKey(ctx context.Context) (ssh.Signer, error)
+}
+
+// loadHostKey is the platform's shared host key, or else the one kept in
+// PLUG_STATE_DIR.
+func loadHostKey(ctx context.Context, platform tunnel.Platform) (ssh.Signer, error) {
+	if shared, ok := platform.(sharedHostKey); ok {
+		return shared.HostKey(ctx)
+	}
+	return tunnel.LoadOrCreateHostKey(envOr("PLUG_STATE_DIR", "/var/lib/plug"))
 }
 
 func (c *cli) agent(ctx context.Context) error {
@@ -84,7 +109,7 @@ func (c *cli) agent(ctx context.Context) error {
 	if err := checkRights(ctx, platform, logger); err != nil {
 		return err
 	}
-	hostKey, err := tunnel.LoadOrCreateHostKey(envOr("PLUG_STATE_DIR", "/var/lib/plug"))
+	hostKey, err := loadHostKey(ctx, platform)
 	if err != nil {
 		return err
 	}
