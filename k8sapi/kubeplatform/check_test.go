@@ -143,3 +143,25 @@ func TestEachRightComesWithTheCommandGrantingItAlone(t *testing.T) {
 		t.Errorf("rule text %q", got)
 	}
 }
+
+func TestServicePatchesReplaceWholeFieldsOnly(t *testing.T) {
+	svc := &k8sapi.Service{Metadata: k8sapi.ObjectMeta{ResourceVersion: "7", Annotations: map[string]string{
+		"owner": "team-a", AnnotationReceipt: "{}", AnnotationHeartbeat: "t",
+	}}}
+	restore := setAnnotations(svc, nil, AnnotationReceipt, AnnotationHeartbeat)
+	if got := restore.Value.(map[string]string); len(got) != 1 || got["owner"] != "team-a" {
+		t.Errorf("restored annotations %v, want only owner", got)
+	}
+	if svc.Metadata.Annotations[AnnotationReceipt] == "" {
+		t.Errorf("setAnnotations changed the Service it read")
+	}
+	bare := &k8sapi.Service{Metadata: k8sapi.ObjectMeta{Annotations: map[string]string{AnnotationReceipt: "{}"}}}
+	if op := setAnnotations(bare, nil, AnnotationReceipt); op.Value.(map[string]string) != nil {
+		t.Errorf("a Service left with no annotation gets %v, want none at all", op.Value)
+	}
+	for _, op := range []k8sapi.PatchOp{ifVersion(svc), setSelector(nil), restore} {
+		if op.Op == "remove" || strings.Count(op.Path, "/") != 2 {
+			t.Errorf("%+v may fail on a changed Service; only whole fields of /spec and /metadata are set", op)
+		}
+	}
+}

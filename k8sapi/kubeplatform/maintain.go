@@ -109,7 +109,7 @@ func (p *Platform) tend(ctx context.Context, name string, renew bool) error {
 			if cr, ok, _ := receiptOf(cur); !ok || cr.Holder.Run != h.run || cr.Pod != p.pod {
 				return nil // changed hands; the next tend says so
 			}
-			ops := append([]k8sapi.PatchOp{ifVersion(cur)}, setAnnotations(cur, map[string]string{AnnotationHeartbeat: heartbeatNow()})...)
+			ops := []k8sapi.PatchOp{ifVersion(cur), setAnnotations(cur, map[string]string{AnnotationHeartbeat: heartbeatNow()})}
 			svc, err = p.c.Services(p.ns).JSONPatch(ctx, name, ops)
 			return err
 		})

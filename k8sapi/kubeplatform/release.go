@@ -58,13 +58,12 @@ func (p *Platform) releaseOnce(ctx context.Context, b tunnel.Binding) error {
 	if len(rest.Serves) == 0 {
 		return p.giveBack(ctx, svc, r)
 	}
-	ops := []k8sapi.PatchOp{ifVersion(svc)}
+	ops := []k8sapi.PatchOp{ifVersion(svc), setAnnotations(svc, map[string]string{AnnotationReceipt: rest.encode()})}
 	if r.Created {
-		if i := slices.IndexFunc(svc.Spec.Ports, func(sp k8sapi.ServicePort) bool { return sp.Port == b.Port }); i >= 0 {
-			ops = append(ops, k8sapi.PatchOp{Op: "remove", Path: fmt.Sprintf("/spec/ports/%d", i)})
-		}
+		// plug created the Service, and every port of it is plug's.
+		ports := slices.DeleteFunc(slices.Clone(svc.Spec.Ports), func(sp k8sapi.ServicePort) bool { return sp.Port == b.Port })
+		ops = append(ops, k8sapi.PatchOp{Op: "add", Path: "/spec/ports", Value: ports})
 	}
-	ops = append(ops, setAnnotations(svc, map[string]string{AnnotationReceipt: rest.encode()})...)
 	updated, err := p.c.Services(p.ns).JSONPatch(ctx, b.Name, ops)
 	if err != nil {
 		return err
@@ -90,8 +89,7 @@ func (p *Platform) giveBack(ctx context.Context, svc *k8sapi.Service, r receipt)
 		if r.Original == nil || len(r.Original.Selector) == 0 {
 			return fmt.Errorf("the receipt on %s has no original selector to put back; restore it by hand", name)
 		}
-		ops := []k8sapi.PatchOp{ifVersion(svc), {Op: "add", Path: "/spec/selector", Value: r.Original.Selector}}
-		ops = append(ops, removeAnnotations(svc, AnnotationReceipt, AnnotationHeartbeat)...)
+		ops := []k8sapi.PatchOp{ifVersion(svc), setSelector(r.Original.Selector), setAnnotations(svc, nil, AnnotationReceipt, AnnotationHeartbeat)}
 		if _, err := p.c.Services(p.ns).JSONPatch(ctx, name, ops); err != nil {
 			return fmt.Errorf("restoring the Service %s: %w", name, err)
 		}

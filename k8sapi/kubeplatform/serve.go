@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"plug/k8sapi"
@@ -112,9 +113,9 @@ func (p *Platform) takeOver(ctx context.Context, svc *k8sapi.Service, b tunnel.B
 		Original: &original{Selector: svc.Spec.Selector, Ports: svc.Spec.Ports}}
 	ops := []k8sapi.PatchOp{
 		ifVersion(svc),
-		{Op: "remove", Path: "/spec/selector"},
+		setSelector(nil),
+		setAnnotations(svc, map[string]string{AnnotationReceipt: r.encode(), AnnotationHeartbeat: heartbeatNow()}),
 	}
-	ops = append(ops, setAnnotations(svc, map[string]string{AnnotationReceipt: r.encode(), AnnotationHeartbeat: heartbeatNow()})...)
 	parked, err := p.c.Services(p.ns).JSONPatch(ctx, svc.Metadata.Name, ops)
 	if err != nil {
 		return tunnel.Served{}, fmt.Errorf("taking over the Service %s: %w", b.Name, err)
@@ -148,7 +149,7 @@ func (p *Platform) extend(ctx context.Context, svc *k8sapi.Service, r receipt, b
 			return tunnel.Served{}, err
 		}
 	}
-	ops = append(ops, setAnnotations(svc, map[string]string{AnnotationReceipt: nr.encode(), AnnotationHeartbeat: heartbeatNow()})...)
+	ops = append(ops, setAnnotations(svc, map[string]string{AnnotationReceipt: nr.encode(), AnnotationHeartbeat: heartbeatNow()}))
 	updated, err := p.c.Services(p.ns).JSONPatch(ctx, svc.Metadata.Name, ops)
 	if err != nil {
 		return tunnel.Served{}, fmt.Errorf("serving %s:%d: %w", b.Name, b.Port, err)
@@ -179,6 +180,12 @@ func (p *Platform) settleOrUndo(ctx context.Context, svc *k8sapi.Service, r rece
 	return fmt.Errorf("serving %s: %w (what was changed is given back)", b.Name, err)
 }
 
+// The JSON patches plug sends a Service it did not create are built of
+// operations that apply to any version of it ("add" of a whole field under
+// /spec or /metadata, which always exist), led by ifVersion: so the API
+// server's answer to a patch based on an outdated read is always Conflict,
+// never an error of a path that has changed meanwhile.
+
 // ifVersion is a JSON patch operation that makes the patch apply only to
 // the version of svc it was computed from: the API server answers Conflict
 // if the object changed since.
@@ -186,26 +193,25 @@ func ifVersion(svc *k8sapi.Service) k8sapi.PatchOp {
 	return k8sapi.PatchOp{Op: "replace", Path: "/metadata/resourceVersion", Value: svc.Metadata.ResourceVersion}
 }
 
-// setAnnotations are the JSON patch operations setting values on svc.
-func setAnnotations(svc *k8sapi.Service, values map[string]string) []k8sapi.PatchOp {
-	if svc.Metadata.Annotations == nil {
-		return []k8sapi.PatchOp{{Op: "add", Path: "/metadata/annotations", Value: values}}
-	}
-	var ops []k8sapi.PatchOp
-	for k, v := range values {
-		ops = append(ops, k8sapi.PatchOp{Op: "add", Path: "/metadata/annotations/" + k8sapi.PointerEscape(k), Value: v})
-	}
-	return ops
+// setSelector is the JSON patch operation making svc's selector sel (none
+// when sel is nil).
+func setSelector(sel map[string]string) k8sapi.PatchOp {
+	return k8sapi.PatchOp{Op: "add", Path: "/spec/selector", Value: sel}
 }
 
-// removeAnnotations are the JSON patch operations removing the keys that
-// svc has.
-func removeAnnotations(svc *k8sapi.Service, keys ...string) []k8sapi.PatchOp {
-	var ops []k8sapi.PatchOp
-	for _, k := range keys {
-		if _, ok := svc.Metadata.Annotations[k]; ok {
-			ops = append(ops, k8sapi.PatchOp{Op: "remove", Path: "/metadata/annotations/" + k8sapi.PointerEscape(k)})
-		}
+// setAnnotations is the JSON patch operation making svc's annotations the
+// ones it has, with set added and the keys of drop removed.
+func setAnnotations(svc *k8sapi.Service, set map[string]string, drop ...string) k8sapi.PatchOp {
+	out := maps.Clone(svc.Metadata.Annotations)
+	if out == nil {
+		out = map[string]string{}
 	}
-	return ops
+	maps.Copy(out, set)
+	for _, k := range drop {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		out = nil // no annotations at all, as a Service that never had any
+	}
+	return k8sapi.PatchOp{Op: "add", Path: "/metadata/annotations", Value: out}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,12 +96,55 @@ func TestTakeoverReroutesAndRestoresExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.eventuallyAnswered(t, "http://web/", "deployed")
-	if err := k.snapshot(t, "web").sameAs(before); err != nil {
+	after := k.snapshot(t, "web")
+	if err := after.sameAs(before); err != nil {
 		t.Errorf("after the run: %v", err)
 	}
 	if s := k.slicesOf(t, "web")[ManagedBy]; len(s) != 0 {
 		t.Errorf("after the run, plug's slices are left: %v", s)
 	}
+	// Giving back twice, or sweeping what is given back, changes nothing.
+	if err := p.Release(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	p.sweep(bg, true)
+	if again := k.snapshot(t, "web"); again.version != after.version {
+		t.Errorf("a second give-back changed the Service: %v", again.sameAs(after))
+	}
+}
+
+// Safe with several agent replicas: runs on two agents asking for the same
+// name at the same moment get it once; the other is told who holds it.
+func TestReplicasRacingForOneNameServeItOnce(t *testing.T) {
+	k := needKube(t)
+	k.deployWeb(t, 1)
+	podA, podB := k.agentPod(t, "agent-a"), k.agentPod(t, "agent-b")
+	for _, name := range []string{"fresh", "web"} {
+		agents := []*Platform{k.platform(t, podA, nil, nil), k.platform(t, podB, nil, nil)}
+		errs := make([]error, len(agents))
+		var wg sync.WaitGroup
+		for i, p := range agents {
+			wg.Go(func() { _, errs[i] = p.Serve(bg, k.run(fmt.Sprintf("run-%d", i), name, 80)) })
+		}
+		wg.Wait()
+		var held *tunnel.HeldError
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				winner = i
+			case !errors.As(err, &held):
+				t.Errorf("%s, agent %d: %v, want success or a HeldError", name, i, err)
+			}
+		}
+		if winner < 0 || held == nil || held.Holder.Run != fmt.Sprintf("run-%d", winner) {
+			t.Fatalf("%s: errors %v; want one run to serve it and the other told it holds it", name, errs)
+		}
+		if err := agents[winner].Release(bg, k.run(fmt.Sprintf("run-%d", winner), name, 80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.eventuallyAnswered(t, "http://web/", "deployed")
 }
 
 // Acceptance 3: the ports of a multi-port Service the run does not serve
