@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,8 +105,9 @@ func (a *deployedAgent) serveWeb(t *testing.T, s *tunnel.Session) {
 // the deployed web is given back on Ctrl-C at once, after the CLI is
 // killed once the agent's grace is over (within 90 s), on a rollout restart
 // by the stopping agent (a run still connected follows to the new agent
-// instead), and after the agent pod is force-deleted. Each time the
-// Service equals what it was.
+// instead), by the agent itself at boot after its container was killed,
+// and after the agent pod is force-deleted. Each time the Service equals
+// what it was.
 func TestDeployedAgentGivesBackOnEveryEnding(t *testing.T) {
 	k := &kube{Kube: clustertest.NeedKube(t, clustertest.Restricted())}
 	image := agentImage(t, k.Kube)
@@ -172,6 +177,24 @@ func TestDeployedAgentGivesBackOnEveryEnding(t *testing.T) {
 		}
 	})
 
+	t.Run("agent killed, its container restarts", func(t *testing.T) {
+		s := a.connect(t)
+		a.serveWeb(t, s)
+		a.relay.cut(true)
+		defer a.relay.cut(false)
+		pod := a.pod(t)
+		id := strings.TrimPrefix(k.Kubectl(t, "get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].containerID}"), "containerd://")
+		killContainer(t, id) // a crash or an OOM kill: no SIGTERM, nothing given back
+		restored("agent container killed", 60*time.Second)
+		eventually(t, 60*time.Second, "the restarted agent says why it gave web back", func() error {
+			logs, err := k.TryKubectl("logs", pod)
+			if !strings.Contains(logs, "it names this agent pod "+pod+", which has just started") {
+				return fmt.Errorf("log %q (%v)", logs, err)
+			}
+			return nil
+		})
+	})
+
 	t.Run("agent pod force-deleted", func(t *testing.T) {
 		s := a.connect(t)
 		a.serveWeb(t, s)
@@ -183,6 +206,30 @@ func TestDeployedAgentGivesBackOnEveryEnding(t *testing.T) {
 		k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
 		t.Logf("new agent's log:\n%s", k.Kubectl(t, "logs", a.pod(t)))
 	})
+}
+
+// killContainer kills with SIGKILL every process of the container id
+// running on this machine (the test cluster's node).
+func killContainer(t *testing.T, id string) {
+	t.Helper()
+	if id == "" {
+		t.Fatal("no container id")
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	killed := 0
+	for _, f := range procs {
+		cg, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(cg), id) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("found no process of container %s on this machine", id)
+	}
 }
 
 // relay forwards TCP connections to the agent; cut makes it drop every
