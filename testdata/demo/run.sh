@@ -14,16 +14,33 @@ env=${PLUG_TEST_ENV_DIR:-/run/plug-test}/kube.env
 [ -r "$env" ] || { echo "run.sh: the local cluster is not up; start it with testdata/cluster/up.sh" >&2; exit 1; }
 . "$env"
 export KUBECONFIG
-ns=plug-demo
+ns=${PLUG_DEMO_NAMESPACE:-plug-demo}
 host=$NODE_IP port=32222
 workload=${PLUG_TEST_CACHE:-/var/cache/plug-test}/workload/workload
 k() { "$KUBECTL" -n "$ns" "$@"; }
 
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 show() { printf '  $ %s\n' "$*"; }
+indent() { sed 's/^/    /'; }
+
+# run CMD...: runs CMD and shows its output indented; stops the demo, saying
+# what failed, when CMD fails.
+run() {
+	out=$("$@" 2>&1) || {
+		printf '%s\n' "$out" | indent >&2
+		echo "run.sh: this step failed: $*" >&2
+		exit 1
+	}
+	[ -z "$out" ] || printf '%s\n' "$out" | indent
+}
 
 # ask_web prints what web answers a workload in the cluster, three times.
-ask_web() { k exec visitor -- /workload get -n 3 http://web:8080/ | sed 's/^/    /'; }
+ask_web() { run k exec visitor -- /workload get -n 3 http://web:8080/; }
+
+# show_api prints api's Service as the demo compares it.
+show_api() {
+	run k get service api -o custom-columns='NAME:.metadata.name,CLUSTER-IP:.spec.clusterIP,SELECTOR:.spec.selector'
+}
 
 # wait_for TEXT: until web's answer contains TEXT, or 30 s.
 wait_for() {
@@ -36,29 +53,32 @@ wait_for() {
 
 say "1. A cluster administrator deploys the plug agent into the app's namespace:"
 show "kubectl -n $ns apply -f deploy/plug-k8s.yaml"
-"$KUBECTL" create namespace "$ns" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
-k apply -f "$repo/deploy/plug-k8s.yaml" | sed 's/^/    /'
-k rollout status deployment/plug --timeout=120s >/dev/null
+"$KUBECTL" get namespace "$ns" >/dev/null 2>&1 || run "$KUBECTL" create namespace "$ns"
+run k apply -f "$repo/deploy/plug-k8s.yaml"
+run k rollout status deployment/plug --timeout=120s
 
 say "2. The app: web answers with its name and what its backend, api, answers."
-k apply -f "$here/app.yaml" >/dev/null
-k rollout status deployment/api --timeout=120s >/dev/null
-k rollout status deployment/web --timeout=120s >/dev/null
-k wait --for=condition=Ready pod/visitor --timeout=120s >/dev/null
+run k apply -f "$here/app.yaml" >/dev/null
+run k rollout status deployment/api --timeout=120s >/dev/null
+run k rollout status deployment/web --timeout=120s >/dev/null
+run k wait --for=condition=Ready pod/visitor --timeout=120s >/dev/null
 show "kubectl exec visitor -- workload get http://web:8080/"
 wait_for "deployed in the cluster"
 ask_web
+show "kubectl get service api"
+show_api
 
 say "3. A developer installs plug from the agent, over SSH (no package manager, no root):"
 dev=$(mktemp -d)
 trap '[ -f "$dev/plug.pid" ] && kill "$(cat "$dev/plug.pid")" 2>/dev/null; rm -rf "$dev"' EXIT
 export HOME="$dev" PATH="$dev/.local/bin:$PATH"
 show "ssh -p $port -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null get@$host install | sh"
-ssh -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-	"get@$host" install | sh | sed 's/^/    /'
+run ssh -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+	"get@$host" install >"$dev/install.sh"
+run sh "$dev/install.sh"
 show "plug rn $host demo && plug keygen -p demo"
-plug rn "$host" demo
-plug keygen -p demo 2>&1 | sed 's/^/    /'
+run plug rn "$host" demo
+run plug keygen -p demo
 
 say "4. The developer runs api on this machine, plugged into the cluster under api's name:"
 show "plug -p demo -s api:8080:3000 -- workload serve -name 'api (on the laptop)' 127.0.0.1:3000"
@@ -66,13 +86,13 @@ show "plug -p demo -s api:8080:3000 -- workload serve -name 'api (on the laptop)
 	plug -p demo -s api:8080:3000 -- "$workload" serve -name "api (on the laptop)" 127.0.0.1:3000 2>&1 &
 	echo $! >"$dev/plug.pid"
 	wait
-} | sed 's/^/    [plug] /' &
+} | sed -u 's/^/    [plug] /' &
 narrated=$!
 wait_for "on the laptop"
 say "   web, untouched and still in the cluster, now reaches the laptop's api:"
 ask_web
-show "kubectl get service api   (same ClusterIP; the original selector is saved on it)"
-k get service api -o custom-columns='NAME:.metadata.name,CLUSTER-IP:.spec.clusterIP,SELECTOR:.spec.selector' | sed 's/^/    /'
+show "kubectl get service api   (the same ClusterIP; its selector is saved in a receipt on it)"
+show_api
 
 say "5. Ctrl-C ends the run; plug gives api back at once:"
 show "^C"
@@ -81,6 +101,6 @@ wait "$narrated" || true
 rm "$dev/plug.pid"
 wait_for "deployed in the cluster"
 ask_web
-k get service api -o custom-columns='NAME:.metadata.name,CLUSTER-IP:.spec.clusterIP,SELECTOR:.spec.selector' | sed 's/^/    /'
+show_api
 
 say "Done. The agent and the app stay in namespace $ns; remove them with: kubectl delete namespace $ns"
