@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -33,8 +34,10 @@ type run struct {
 // callers to.
 type binding struct {
 	Binding
-	served   Served
-	listener net.Listener
+	served    Served
+	listener  net.Listener
+	proof     *pathProof         // proves the name reaches listener
+	stopProof context.CancelFunc // ends the proof when the name is given back
 	// conn is where callers are forwarded; nil while the run's client has
 	// not (re-)claimed the name, and callers are then turned away.
 	conn atomic.Pointer[devConn]
@@ -214,19 +217,22 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int) (Served, e
 			return Served{}, fmt.Errorf("this run serves %s on port %d already; a run serves a name on one port", name, b.Port)
 		}
 		b.conn.Store(dc)
+		b.proof.retell()
 		return b.served, nil
 	}
 	l, err := net.Listen("tcp", ":0")
 	if err != nil {
 		return Served{}, fmt.Errorf("the agent cannot open a port for %s: %v", name, err)
 	}
-	b := &binding{listener: l, Binding: Binding{
+	b := &binding{listener: l}
+	b.Binding = Binding{
 		Name:   name,
 		Port:   port,
 		Target: l.Addr().(*net.TCPAddr).Port,
 		Holder: Holder{Run: r.id, Agent: a.ID, Developer: r.developer, User: r.user, Since: time.Now()},
-		Notify: func(e Event) { a.notify(r, e) },
-	}}
+		Notify: func(e Event) { a.notifyFor(r, b, e) },
+	}
+	b.proof = newPathProof(name, port, a.Platform, func(e Event) { a.notify(r, e) }, a.logf)
 	ctx, cancel := a.platformContext()
 	defer cancel()
 	b.served, err = a.Platform.Serve(ctx, b.Binding)
@@ -236,10 +242,16 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int) (Served, e
 	}
 	b.conn.Store(dc)
 	r.bindings[name] = b
-	a.wg.Add(1)
+	proofCtx, stopProof := context.WithCancel(a.ctx)
+	b.stopProof = stopProof
+	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
 		b.acceptCallers()
+	}()
+	go func() {
+		defer a.wg.Done()
+		b.proof.run(proofCtx)
 	}()
 	a.logf("run %s serves %s:%d (took over: %t)", r.id, name, port, b.served.TookOver)
 	return b.served, nil
@@ -262,6 +274,7 @@ func (a *Agent) cancelName(r *run, name string, port int) bool {
 // release closes a binding's listener and gives its name back.
 func (a *Agent) release(r *run, b *binding) {
 	b.listener.Close()
+	b.stopProof()
 	ctx, cancel := a.platformContext()
 	defer cancel()
 	if err := a.Platform.Release(ctx, b.Binding); err != nil {
@@ -302,19 +315,25 @@ func namesOf(bindings map[string]*binding) string {
 }
 
 // acceptCallers forwards each caller of the binding to the connection that
-// claims it, and turns callers away while none does.
+// claims it, and turns callers away while none does. The path proof's own
+// probes stop here.
 func (b *binding) acceptCallers() {
 	for {
 		c, err := b.listener.Accept()
 		if err != nil {
 			return
 		}
-		dc := b.conn.Load()
-		if dc == nil {
-			c.Close()
-			continue
-		}
-		go dc.forwardCaller(b, c)
+		go func() {
+			if c = b.proof.screen(c); c == nil {
+				return
+			}
+			dc := b.conn.Load()
+			if dc == nil {
+				c.Close()
+				return
+			}
+			dc.forwardCaller(b, c)
+		}()
 	}
 }
 
