@@ -4,44 +4,20 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"plug/tunnel"
 )
 
-var dns1035 = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-
-// RefusedError is a request to serve a name that plug refuses before
-// changing anything. Text says why, and what to do instead.
-type RefusedError struct {
-	Name string
-	Text string
-}
-
-func (e *RefusedError) Error() string { return e.Text }
-
-func refused(name, format string, args ...any) error {
-	return &RefusedError{Name: name, Text: fmt.Sprintf(format, args...)}
-}
-
-// checkBinding refuses what cannot be served, before anything changes.
+// checkBinding is tunnel.CheckBinding, with a hint for the names of stack
+// services, which Swarm spells STACK_SERVICE.
 func checkBinding(b tunnel.Binding) error {
-	if len(b.Name) > 63 || !dns1035.MatchString(b.Name) {
-		return refused(b.Name, "%q cannot be served: a name is lowercase letters, digits and '-', starts with a letter, ends with a letter or digit, at most 63 characters (a stack's service web_api is reached as its alias api)", b.Name)
+	err := tunnel.CheckBinding(b)
+	if err != nil && strings.Contains(b.Name, "_") {
+		return tunnel.Refused(b.Name, "%v (a stack's service web_api is reached as its alias api)", err)
 	}
-	if b.Port < 1 || b.Port > 65535 {
-		return refused(b.Name, "%s:%d: the cluster port is out of range; give a port from 1 to 65535 (e.g. -s %s:8080:3000)", b.Name, b.Port, b.Name)
-	}
-	if b.Target < 1 || b.Target > 65535 {
-		return refused(b.Name, "%s:%d: the agent's port %d for it is out of range (1 to 65535)", b.Name, b.Port, b.Target)
-	}
-	if b.Holder.Run == "" {
-		return refused(b.Name, "%s: the run holding it has no id", b.Name)
-	}
-	return nil
+	return err
 }
 
 // takeoverRelayName is the relay service's name when the served name
@@ -96,5 +72,5 @@ func (p *Platform) deployed(ctx context.Context, name string) (*Service, error) 
 	for i, s := range byAlias {
 		names[i] = s.Spec.Name
 	}
-	return nil, refused(name, "%s is a network alias of several services (%s): plug cannot tell which to take over; serve one of them by its service name", name, strings.Join(names, ", "))
+	return nil, tunnel.Refused(name, "%s is a network alias of several services (%s): plug cannot tell which to take over; serve one of them by its service name", name, strings.Join(names, ", "))
 }

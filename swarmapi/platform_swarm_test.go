@@ -251,7 +251,7 @@ func TestServeRefusesBadInputBeforeTouchingTheEngine(t *testing.T) {
 		{Name: "web", Port: 80, Target: 0},
 	} {
 		b.Holder = holder("run-bad")
-		var refusal *RefusedError
+		var refusal *tunnel.RefusedError
 		if _, err := p.Serve(context.Background(), b); !errors.As(err, &refusal) {
 			t.Errorf("%s:%d->%d: got %v, want a refusal", b.Name, b.Port, b.Target, err)
 		}
@@ -259,7 +259,7 @@ func TestServeRefusesBadInputBeforeTouchingTheEngine(t *testing.T) {
 			t.Errorf("releasing %q: %v", b.Name, err)
 		}
 	}
-	var refusal *RefusedError
+	var refusal *tunnel.RefusedError
 	if _, err := p.Serve(context.Background(), tunnel.Binding{Name: "web", Port: 80, Target: 1}); !errors.As(err, &refusal) {
 		t.Errorf("a binding without a run: got %v, want a refusal", err)
 	}

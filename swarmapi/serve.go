@@ -26,7 +26,7 @@ func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, 
 		return tunnel.Served{}, err
 	}
 	if p.cfg.Address == "" || len(p.cfg.Networks) == 0 {
-		return tunnel.Served{}, refused(b.Name, "this agent is on no overlay network, so it cannot put %s on one: attach it to the application's network (docker service update --network-add NETWORK plug_agent)", b.Name)
+		return tunnel.Served{}, tunnel.Refused(b.Name, "this agent is on no overlay network, so it cannot put %s on one: attach it to the application's network (docker service update --network-add NETWORK plug_agent)", b.Name)
 	}
 	defer p.lockName(b.Name)()
 
@@ -124,13 +124,13 @@ func (p *Platform) takeOver(ctx context.Context, svc *Service, b tunnel.Binding)
 // run that is gone is restored first.
 func (p *Platform) takeable(ctx context.Context, svc *Service, b tunnel.Binding) error {
 	if p.cfg.Service != "" && svc.ID == p.cfg.Service {
-		return refused(b.Name, "%s is plug's own agent service; choose another name", b.Name)
+		return tunnel.Refused(b.Name, "%s is plug's own agent service; choose another name", b.Name)
 	}
 	if served := svc.Spec.Labels[labelRelay]; served != "" {
-		return refused(b.Name, "%s is the relay plug runs for the served name %s; choose another name", svc.Spec.Name, served)
+		return tunnel.Refused(b.Name, "%s is the relay plug runs for the served name %s; choose another name", svc.Spec.Name, served)
 	}
 	if svc.Spec.Mode.Replicated == nil && svc.Spec.Mode.Global == nil {
-		return refused(b.Name, "%s is a job, not a service that answers calls; plug serves names of replicated and global services", svc.Spec.Name)
+		return tunnel.Refused(b.Name, "%s is a job, not a service that answers calls; plug serves names of replicated and global services", svc.Spec.Name)
 	}
 	r, has, err := receiptOf(svc)
 	if err != nil || !has || r.Holder.Run == b.Holder.Run {
@@ -180,7 +180,7 @@ func (p *Platform) startRelay(ctx context.Context, plan relayPlan) (string, erro
 	id, err := p.cfg.Client.CreateService(ctx, p.relaySpec(plan))
 	if err != nil {
 		if IsConflict(err) && plan.Service != plan.Name {
-			return "", refused(plan.Name, "plug's relay for %s would be the service %s, but a service of that name exists: remove or rename it", plan.Name, plan.Service)
+			return "", tunnel.Refused(plan.Name, "plug's relay for %s would be the service %s, but a service of that name exists: remove or rename it", plan.Name, plan.Service)
 		}
 		return "", err
 	}

@@ -131,3 +131,37 @@ type HeldError struct {
 func (e *HeldError) Error() string {
 	return fmt.Sprintf("%s is already served by %s; wait for that run to end, or choose another name", e.Name, e.Holder)
 }
+
+// RefusedError is a request a Platform refuses before it changes anything:
+// a bad name or port, or a service plug cannot serve. Text says why and
+// what to do instead.
+type RefusedError struct {
+	Name string
+	Text string
+}
+
+func (e *RefusedError) Error() string { return e.Text }
+
+// Refused returns a *RefusedError about name.
+func Refused(name, format string, args ...any) error {
+	return &RefusedError{Name: name, Text: fmt.Sprintf(format, args...)}
+}
+
+// CheckBinding refuses, with a *RefusedError, a binding no platform can
+// serve: a name that is not a DNS-1035 label, a port out of range, or no
+// run holding it. Platforms call it before they change anything.
+func CheckBinding(b Binding) error {
+	if err := CheckName(b.Name); err != nil {
+		return &RefusedError{Name: b.Name, Text: err.Error()}
+	}
+	if err := CheckPort(b.Port); err != nil {
+		return Refused(b.Name, "%s: the cluster %v (e.g. -s %s:8080:3000)", b.Name, err, b.Name)
+	}
+	if err := CheckPort(b.Target); err != nil {
+		return Refused(b.Name, "%s: the agent's %v", b.Name, err)
+	}
+	if b.Holder.Run == "" {
+		return Refused(b.Name, "%s: the run holding it has no id", b.Name)
+	}
+	return nil
+}

@@ -1,7 +1,6 @@
 package kubeplatform
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -11,31 +10,6 @@ import (
 
 func binding(name string, port, target int) tunnel.Binding {
 	return tunnel.Binding{Name: name, Port: port, Target: target, Holder: tunnel.Holder{Run: "run-1"}}
-}
-
-func TestBadBindingsAreRefusedSayingWhy(t *testing.T) {
-	cases := []struct {
-		b    tunnel.Binding
-		want string
-	}{
-		{binding("Web", 80, 2000), "not a valid Service name"},
-		{binding("9web", 80, 2000), "starting with a letter"},
-		{binding("web-", 80, 2000), "not a valid Service name"},
-		{binding(strings.Repeat("a", 64), 80, 2000), "at most 63"},
-		{binding("web", 0, 2000), "out of range"},
-		{binding("web", 70000, 2000), "give a port from 1 to 65535"},
-		{binding("web", 80, 0), "agent's port"},
-	}
-	for _, tc := range cases {
-		err := checkBinding(tc.b)
-		var r *RefusedError
-		if !errors.As(err, &r) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("checkBinding(%q:%d:%d) = %v, want a RefusedError saying %q", tc.b.Name, tc.b.Port, tc.b.Target, err, tc.want)
-		}
-	}
-	if err := checkBinding(binding("web-1", 8080, 40000)); err != nil {
-		t.Errorf("a valid binding was refused: %v", err)
-	}
 }
 
 func TestServicesPlugCannotTakeOverAreRefusedSayingWhy(t *testing.T) {

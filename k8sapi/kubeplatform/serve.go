@@ -20,7 +20,7 @@ var errReread = errors.New("the Service changed; read it again")
 // (a reconnect, or another port of it) is extended. A receipt left by a
 // holder that is gone is given back first, as the sweep would.
 func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
-	if err := checkBinding(b); err != nil {
+	if err := tunnel.CheckBinding(b); err != nil {
 		return tunnel.Served{}, err
 	}
 	if b.Holder.Agent == "" {
@@ -51,7 +51,7 @@ func (p *Platform) serveOnce(ctx context.Context, b tunnel.Binding) (tunnel.Serv
 	}
 	r, has, err := receiptOf(svc)
 	if err != nil {
-		return tunnel.Served{}, refused(b.Name, "%v; plug leaves it alone: choose another name, or remove the annotation by hand once you know who wrote it", err)
+		return tunnel.Served{}, tunnel.Refused(b.Name, "%v; plug leaves it alone: choose another name, or remove the annotation by hand once you know who wrote it", err)
 	}
 	if !has {
 		return p.takeOver(ctx, svc, b)
@@ -87,7 +87,7 @@ func (p *Platform) create(ctx context.Context, b tunnel.Binding) (tunnel.Served,
 	created, err := p.c.Services(p.ns).Create(ctx, svc)
 	if err != nil {
 		if k8sapi.IsInvalid(err) {
-			return tunnel.Served{}, refused(b.Name, "the cluster refused the Service %s: %v", b.Name, err)
+			return tunnel.Served{}, tunnel.Refused(b.Name, "the cluster refused the Service %s: %v", b.Name, err)
 		}
 		return tunnel.Served{}, fmt.Errorf("creating the Service %s: %w", b.Name, err)
 	}

@@ -240,7 +240,7 @@ spec:
 		b    tunnel.Binding
 		want string
 	}{
-		{k.run("run-1", "Bad_Name", 80), "not a valid Service name"},
+		{k.run("run-1", "Bad_Name", 80), "not a valid cluster name"},
 		{k.run("run-1", "web", 0), "out of range"},
 		{k.run("run-1", "web", 65536), "out of range"},
 		{k.run("run-1", "alias", 80), "ExternalName"},
@@ -248,7 +248,7 @@ spec:
 	}
 	for _, tc := range cases {
 		_, err := p.Serve(bg, tc.b)
-		var r *RefusedError
+		var r *tunnel.RefusedError
 		if !errors.As(err, &r) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Serve(%s:%d) = %v, want a refusal saying %q", tc.b.Name, tc.b.Port, err, tc.want)
 		}
