@@ -3,6 +3,6 @@ module plug
 go 1.26.8
 
 require (
-	golang.org/x/crypto v0.59.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/crypto v0.59.0
+	golang.org/x/sys v0.50.0
 )
