@@ -100,7 +100,7 @@ func TestInstallerInstallsPlugAndItsProfile(t *testing.T) {
 	if err != nil || !bytes.Equal(data, plug) {
 		t.Fatalf("%s is not the agent's plug (%v)\n%s", installed, err, out)
 	}
-	for _, want := range []string{"not on your PATH", "plug keygen -p 127.0.0.1", "plug pubkey -p 127.0.0.1"} {
+	for _, want := range []string{"not on your PATH", "plug keygen -p 127.0.0.1", "plug pubkey -p 127.0.0.1", "plug setup"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the installer does not say %q:\n%s", want, out)
 		}
