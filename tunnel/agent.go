@@ -56,6 +56,7 @@ type Agent struct {
 	getSlots chan struct{} // one token per get connection in progress
 	preAuth  chan struct{} // one token per handshake in progress
 	names    catalogState  // the platform's names, told to every run
+	gate     *rightsGate   // the agent's rights: it serves runs once they suffice
 
 	mu      sync.Mutex
 	closing bool
@@ -79,12 +80,15 @@ const (
 	roleDeveloper  = "developer"
 )
 
-// Serve accepts connections on l until ctx ends or l fails. It also runs
-// the Platform's Maintain for as long, and follows its names (WatchNames)
-// to tell every run what it can consume. Before returning it tells every
-// connected run the agent is going away, gives back every name it holds
-// (Platform.Release), and closes every connection: this is the agent's
-// SIGTERM path. It returns nil when ctx ended, else the listener's error.
+// Serve accepts connections on l until ctx ends or l fails. It checks the
+// agent's rights first (agent_rights.go): while a right that runs need is
+// missing it refuses runs, saying why, and answers status requests. Once
+// the rights suffice it runs the Platform's Maintain, and follows its
+// names (WatchNames) to tell every run what it can consume. Before
+// returning it tells every connected run the agent is going away, gives
+// back every name it holds (Platform.Release), and closes every
+// connection: this is the agent's SIGTERM path. It returns nil when ctx
+// ended, else the listener's error.
 func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	if a.Platform == nil || a.HostKey == nil {
 		return errors.New("tunnel: an Agent needs a Platform and a HostKey")
@@ -92,9 +96,13 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.init(ctx)
+	a.checkRights(ctx)
 	maintained := make(chan struct{})
 	go func() {
 		defer close(maintained)
+		if !a.awaitRights(ctx) {
+			return
+		}
 		if err := a.Platform.Maintain(ctx); err != nil && ctx.Err() == nil {
 			a.logf("platform maintenance stopped: %v", err)
 		}
@@ -102,7 +110,11 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		a.watchNames(ctx)
+		select {
+		case <-a.gate.ready:
+			a.watchNames(ctx)
+		case <-ctx.Done():
+		}
 	}()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
@@ -132,6 +144,7 @@ func (a *Agent) init(ctx context.Context) {
 	a.runs = map[string]*run{}
 	a.raw = map[net.Conn]struct{}{}
 	a.config = a.serverConfig()
+	a.gate = newRightsGate()
 }
 
 func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {

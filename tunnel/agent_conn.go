@@ -145,6 +145,8 @@ func (dc *devConn) handleControl(typ string, frame []byte) error {
 			return err
 		}
 		dc.goodbye()
+	case typeStatus:
+		go dc.answerStatus()
 	}
 	return nil // a type a newer client knows
 }
@@ -155,6 +157,12 @@ func (dc *devConn) hello(h helloMsg) {
 	defer dc.runMu.Unlock()
 	if dc.run != nil {
 		dc.tell(Event{Kind: EventWarning, Text: "hello ignored: this connection belongs to run " + dc.run.id + " already"})
+		return
+	}
+	if why := dc.a.refusal(); why != "" {
+		dc.a.logf("refused a run of %s (%s) from %s: %s", dc.conn.User(), dc.fingerprint, dc.conn.RemoteAddr(), why)
+		go dc.tellEnded(ending{by: "agent", reason: why})
+		go dc.closeAfterEnded()
 		return
 	}
 	r, resumed, err := dc.a.attach(dc, h)

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -43,6 +44,9 @@ func (dc *devConn) serve(name string, port int) (Served, error) {
 	}
 	if err := CheckPort(port); err != nil {
 		return Served{}, fmt.Errorf("cannot serve %s: %w", name, err)
+	}
+	if why := dc.a.refusal(); why != "" {
+		return Served{}, errors.New(why)
 	}
 	r := dc.ensureRun()
 	if r == nil {
@@ -87,6 +91,10 @@ func (dc *devConn) direct(nc ssh.NewChannel) {
 	var m directChannel
 	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
 		nc.Reject(ssh.ConnectionFailed, "malformed direct-tcpip request")
+		return
+	}
+	if why := dc.a.refusal(); why != "" {
+		nc.Reject(ssh.Prohibited, why)
 		return
 	}
 	if dc.ensureRun() == nil {

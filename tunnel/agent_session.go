@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
@@ -95,5 +96,5 @@ type notices struct {
 func (n *notices) line(text string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	io.WriteString(n.w, "plug: "+printable(text)+n.eol)
+	io.WriteString(n.w, "plug: "+strings.ReplaceAll(printableLines(text), "\n", n.eol)+n.eol)
 }

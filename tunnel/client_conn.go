@@ -58,32 +58,9 @@ func (s *Session) dial(ctx context.Context) (*clientConn, error) {
 	cfg := s.cfg
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	conn, chans, reqs, abort, err := s.handshake(ctx)
 	if err != nil {
-		return nil, unreachable(cfg.Addr, err)
-	}
-	abort := context.AfterFunc(ctx, func() { raw.Close() })
-	var banner strings.Builder
-	sshConfig := &ssh.ClientConfig{
-		User:            cfg.User,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(cfg.Signer)},
-		HostKeyCallback: s.checkHostKey,
-		BannerCallback: func(msg string) error {
-			if banner.Len() < maxTextField {
-				banner.WriteString(msg)
-			}
-			return nil
-		},
-		ClientVersion: "SSH-2.0-plug_" + sshVersionWord(cfg.Run.Version),
-	}
-	if cfg.HostKey.Type() == ssh.KeyAlgoED25519 {
-		sshConfig.HostKeyAlgorithms = []string{ssh.KeyAlgoED25519}
-	}
-	conn, chans, reqs, err := ssh.NewClientConn(raw, cfg.Addr, sshConfig)
-	if err != nil {
-		abort()
-		return nil, s.handshakeError(ctx, err, banner.String())
+		return nil, err
 	}
 	cc := &clientConn{
 		s:          s,
@@ -115,6 +92,41 @@ func (s *Session) dial(ctx context.Context) (*clientConn, error) {
 	}()
 	go keepAlive(conn, cfg.KeepAlive, cc.gone)
 	return cc, nil
+}
+
+// handshake connects to the agent, checks its host key against the pinned
+// one and authenticates. Until abort is called, the connection is closed
+// when ctx ends; abort reports whether that has not happened yet.
+func (s *Session) handshake(ctx context.Context) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
+	cfg := s.cfg
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, nil, nil, nil, unreachable(cfg.Addr, err)
+	}
+	abort = context.AfterFunc(ctx, func() { raw.Close() })
+	var banner strings.Builder
+	sshConfig := &ssh.ClientConfig{
+		User:            cfg.User,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(cfg.Signer)},
+		HostKeyCallback: s.checkHostKey,
+		BannerCallback: func(msg string) error {
+			if banner.Len() < maxTextField {
+				banner.WriteString(msg)
+			}
+			return nil
+		},
+		ClientVersion: "SSH-2.0-plug_" + sshVersionWord(cfg.Run.Version),
+	}
+	if cfg.HostKey.Type() == ssh.KeyAlgoED25519 {
+		sshConfig.HostKeyAlgorithms = []string{ssh.KeyAlgoED25519}
+	}
+	conn, chans, reqs, err = ssh.NewClientConn(raw, cfg.Addr, sshConfig)
+	if err != nil {
+		abort()
+		return nil, nil, nil, nil, s.handshakeError(ctx, err, banner.String())
+	}
+	return conn, chans, reqs, abort, nil
 }
 
 func (s *Session) checkHostKey(_ string, _ net.Addr, key ssh.PublicKey) error {

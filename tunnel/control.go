@@ -17,10 +17,11 @@ import (
 // Each message, in either direction, is a JSON object with a "type" field,
 // preceded by its length as a 4-byte big-endian integer.
 //
-// CLI to agent: hello, goodbye. Agent to CLI: welcome, served, event, ended,
-// catalog (the names the run can consume, again at each change), and
-// goodbye (the acknowledgement: every name of the run is given back).
-// Unknown types are ignored, so either side may learn new ones.
+// CLI to agent: hello, goodbye, status (a question, asked without hello:
+// status.go). Agent to CLI: welcome, served, event, ended, catalog (the
+// names the run can consume, again at each change), goodbye (the
+// acknowledgement: every name of the run is given back) and status (the
+// answer). Unknown types are ignored, so either side may learn new ones.
 const (
 	controlChannelType = "control@plug"
 	maxControlFrame    = 64 << 10
@@ -259,22 +260,34 @@ func checkShort(s *string) error {
 	return nil
 }
 
+// checkText accepts a text for the terminal: it may span lines (a remedy
+// to copy, e.g. a YAML snippet), but holds no other control character.
 func checkText(s *string) error {
 	if len(*s) > maxTextField {
 		return fmt.Errorf("text longer than %d bytes", maxTextField)
 	}
-	*s = printable(*s)
+	*s = printableLines(*s)
 	return nil
 }
 
 // printable replaces control characters, so that a text shown in a terminal
 // cannot move its cursor or change its colours.
 func printable(s string) string {
-	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+	return keepPrintable(s, false)
+}
+
+// printableLines is printable, but keeps line feeds.
+func printableLines(s string) string {
+	return keepPrintable(s, true)
+}
+
+func keepPrintable(s string, lines bool) string {
+	bad := func(r rune) bool { return unicode.IsControl(r) && !(lines && r == '\n') }
+	if strings.IndexFunc(s, bad) < 0 {
 		return s
 	}
 	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if bad(r) {
 			return '?'
 		}
 		return r

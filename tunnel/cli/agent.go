@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -34,9 +33,14 @@ connect to. It is configured by its environment:
   PLUG_PUBLIC_ADDR  host:port developers reach it by, for the installer
   PLUG_AGENT_ID     this agent's name in the cluster, default the host name
 
-It checks its rights in the cluster at boot and refuses to start without
-those -s needs, naming the missing rule. SIGTERM or SIGINT stop it; the names
-it serves are given back first.
+It checks its rights in the cluster at boot. Without a right that runs need
+it does not start serving: its log names each missing rule with the command
+that grants it, it refuses every run with the same words, and it answers
+plug doctor, which prints them on the developer's terminal. It checks again
+every 30 s and serves runs once the rights are granted, with no restart. A
+missing optional right is logged, and its feature is off.
+
+SIGTERM or SIGINT stop it; the names it serves are given back first.
 `,
 	run: func(c *cli, args []string) error {
 		fs := flags("agent")
@@ -106,9 +110,6 @@ func (c *cli) agent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRights(ctx, platform, logger); err != nil {
-		return err
-	}
 	hostKey, err := loadHostKey(ctx, platform)
 	if err != nil {
 		return err
@@ -132,35 +133,6 @@ func (c *cli) agent(ctx context.Context) error {
 	}
 	logger.Printf("%s %s listening on %s, host key %s", id, tunnel.Version, l.Addr(), keys.Fingerprint(hostKey.PublicKey()))
 	return a.Serve(ctx, l)
-}
-
-// checkRights refuses to start when the platform lacks a right the agent
-// needs, naming each missing rule and how to grant it; missing optional
-// rights are logged.
-func checkRights(ctx context.Context, p tunnel.Platform, logger *log.Logger) error {
-	rights, err := p.Rights(ctx)
-	if err != nil {
-		return fmt.Errorf("cannot check the agent's rights in the cluster: %v", err)
-	}
-	var missing []string
-	for _, r := range rights {
-		if r.Granted {
-			continue
-		}
-		line := fmt.Sprintf("%s (for %s)", r.Rule, r.Feature)
-		if r.Fix != "" {
-			line += "; grant it with: " + r.Fix
-		}
-		if r.Required {
-			missing = append(missing, line)
-		} else {
-			logger.Printf("missing right %s: that feature is off", line)
-		}
-	}
-	if len(missing) > 0 {
-		return errors.New("the agent lacks rights it needs, and does not start; apply the manifest as a whole, or grant:\n  " + strings.Join(missing, "\n  "))
-	}
-	return nil
 }
 
 func envOr(name, def string) string {

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,44 +24,6 @@ func TestAgentRefusesWithoutPlatform(t *testing.T) {
 		if code != ExitFailed || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "memory or none") {
 			t.Errorf("PLUG_PLATFORM=%q: exit %d, stderr:\n%s", tc.platform, code, stderr)
 		}
-	}
-}
-
-// lacking is a platform missing rights.
-type lacking struct {
-	*tunnel.MemoryPlatform
-	rights []tunnel.Right
-}
-
-func (l lacking) Rights(context.Context) ([]tunnel.Right, error) { return l.rights, nil }
-
-func TestCheckRightsNamesTheMissingRule(t *testing.T) {
-	var logged bytes.Buffer
-	logger := log.New(&logged, "", 0)
-	p := lacking{tunnel.NewMemoryPlatform(), []tunnel.Right{
-		{Rule: "get services", Feature: "-s", Required: true, Granted: true},
-		{Rule: "patch services", Feature: "-s: take over a deployed Service", Required: true,
-			Fix: "kubectl -n ns patch role plug --type=json -p '[...]'"},
-		{Rule: "create pods/exec", Feature: "volumes", Required: false},
-	}}
-	err := checkRights(context.Background(), p, logger)
-	if err == nil {
-		t.Fatal("the agent would start without a required right")
-	}
-	for _, want := range []string{"patch services (for -s: take over a deployed Service)", "grant it with: kubectl -n ns patch role plug"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
-		}
-	}
-	if strings.Contains(err.Error(), "get services") || strings.Contains(err.Error(), "pods/exec") {
-		t.Errorf("error names rights that are not missing or not required:\n%v", err)
-	}
-	if !strings.Contains(logged.String(), "create pods/exec (for volumes)") {
-		t.Errorf("a missing optional right is not logged: %q", logged.String())
-	}
-	p.rights = p.rights[:1]
-	if err := checkRights(context.Background(), p, logger); err != nil {
-		t.Errorf("all rights granted: %v", err)
 	}
 }
 
