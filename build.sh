@@ -12,6 +12,9 @@
 #                           runs every test, tears both down (run as root)
 #   ./build.sh demo         plug doing its job on the local Kubernetes, narrated
 #                           (run as root)
+#   ./build.sh bench [--quick] [--no-build]
+#                           the benchmark: plug against raw TCP and OpenSSH on
+#                           the local Kubernetes (testdata/bench; run as root)
 #   ./build.sh mkimage ROOTFS OUT.tar NAME:TAG...
 #                           packs a directory into a FROM-scratch Docker archive
 #                           that `docker load` and `ctr images import` accept;
@@ -113,6 +116,7 @@ image) image ;;
 vet) vet ;;
 test) test_all ;;
 demo) image && testdata/cluster/up.sh && exec testdata/demo/run.sh ;;
+bench) shift && exec testdata/bench/run.sh "$@" ;;
 mkimage) shift && mkimage "$@" ;;
 *)
 	echo "build.sh: unknown command ${1}; see the top of build.sh for the commands" >&2

@@ -1,0 +1,3 @@
+module plug/testdata/bench
+
+go 1.26.8

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// report turns the CSV of a bench run into Markdown on stdout: the tables,
+// the ratios against the baselines of the same run, and the targets.
+func report(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ExitOnError)
+	csvPath := fs.String("csv", "", "the CSV run.sh wrote")
+	machine := fs.String("machine", "", "the machine, one line")
+	command := fs.String("command", "./build.sh bench", "the command that reproduces it")
+	took := fs.Int("took", 0, "seconds the run took")
+	wan := fs.String("wan", "", "how the wan profile's delay and loss were made")
+	fs.Parse(args)
+	f, err := os.Open(*csvPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return err
+	}
+	r := results{}
+	for _, row := range rows[1:] {
+		if len(row) == 4 {
+			r[key{row[0], row[1], row[2]}] = row[3]
+		}
+	}
+	if len(r) == 0 {
+		return errors.New(*csvPath + " holds no results")
+	}
+	w := &markdown{r: r}
+	w.header(*machine, *command, *wan, *took)
+	w.throughput()
+	w.latency()
+	w.setup()
+	w.concurrent()
+	w.sessions()
+	w.footprint()
+	w.targets()
+	w.failures()
+	fmt.Print(w.b.String())
+	return nil
+}
+
+type key struct{ profile, path, metric string }
+
+type results map[key]string
+
+// get returns a number, or NaN when it was not measured.
+func (r results) get(profile, path, metric string) float64 {
+	v, err := strconv.ParseFloat(r[key{profile, path, metric}], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+var profiles = []struct{ name, label string }{
+	{"none", "loopback"},
+	{"wan", "20 ms RTT, 0.1 % loss"},
+}
+
+// The baselines and plug, in the order of the tables' columns.
+var columns = []struct{ path, label string }{
+	{"raw", "raw TCP"},
+	{"openssh", "OpenSSH"},
+	{"openssh-agent", "OpenSSH → agent"},
+	{"plug", "plug"},
+}
+
+type markdown struct {
+	r results
+	b strings.Builder
+}
+
+func (w *markdown) p(format string, a ...any) { fmt.Fprintf(&w.b, format+"\n", a...) }
+
+func (w *markdown) header(machine, command, wan string, took int) {
+	w.p("Measured by `%s` on %s; the run took %d min %d s.", command, machine, took/60, took%60)
+	w.p("")
+	w.p("Profiles: **loopback** joins the laptop (a network namespace) to the node by a veth pair; " +
+		"**20 ms RTT, 0.1 %% loss** delays each direction 10 ms and loses 0.1 %% of the packets each way (%s).", wan)
+	w.p("")
+	w.p("Paths: **raw TCP** goes straight to the pod (or from the pod to the laptop); " +
+		"**OpenSSH** is `ssh -L` / `ssh -R` through an OpenSSH sshd on the node's side of the link (OpenSSH at both ends, its default cipher); " +
+		"**OpenSSH → agent** is the same `ssh -L` / `ssh -R` through the plug agent; " +
+		"**plug** is `plug -c` (consume: the laptop calls a Service by name) and `plug -s` (serve: a pod calls the name the laptop serves). " +
+		"Ratios compare plug with raw TCP and with OpenSSH measured in the same run.")
+	w.p("")
+}
+
+func (w *markdown) throughput() {
+	w.p("### Throughput, one connection (Mbit/s)")
+	w.p("")
+	w.p("| profile | side | data flows | raw TCP | OpenSSH | OpenSSH → agent | plug | plug ÷ raw | plug ÷ OpenSSH |")
+	w.p("|---|---|---|--:|--:|--:|--:|--:|--:|")
+	for _, pr := range profiles {
+		for _, side := range []string{"consume", "serve"} {
+			for _, dir := range []struct{ metric, label string }{{"l2p_mbps", "laptop → pod"}, {"p2l_mbps", "pod → laptop"}} {
+				cells := w.cells(pr.name, side, dir.metric, "%.0f")
+				raw, ssh, plug := w.r.get(pr.name, side+"/raw", dir.metric), w.r.get(pr.name, side+"/openssh", dir.metric), w.r.get(pr.name, side+"/plug", dir.metric)
+				w.p("| %s | %s | %s | %s | %s | %s |", pr.label, side, dir.label, strings.Join(cells, " | "), percent(plug/raw), times(plug/ssh))
+			}
+		}
+	}
+	w.p("")
+}
+
+// cells formats metric for each column.
+func (w *markdown) cells(profile, side, metric, format string) []string {
+	var out []string
+	for _, c := range columns {
+		out = append(out, num(format, w.r.get(profile, side+"/"+c.path, metric)))
+	}
+	return out
+}
+
+func (w *markdown) latency() {
+	w.p("### Latency: 64-byte request and response on one connection, p50 / p99 (µs)")
+	w.p("")
+	w.p("| profile | side | raw TCP | OpenSSH | OpenSSH → agent | plug | plug adds (p50) | OpenSSH adds (p50) | plug ÷ OpenSSH, added |")
+	w.p("|---|---|--:|--:|--:|--:|--:|--:|--:|")
+	for _, pr := range profiles {
+		for _, side := range []string{"consume", "serve"} {
+			var cells []string
+			for _, c := range columns {
+				cells = append(cells, num("%.0f", w.r.get(pr.name, side+"/"+c.path, "rr_p50_us"))+" / "+num("%.0f", w.r.get(pr.name, side+"/"+c.path, "rr_p99_us")))
+			}
+			plugAdds, sshAdds := w.added(pr.name, side, "plug"), w.added(pr.name, side, "openssh")
+			w.p("| %s | %s | %s | %s | %s | %s |", pr.label, side, strings.Join(cells, " | "), num("%+.0f", plugAdds), num("%+.0f", sshAdds), times(plugAdds/sshAdds))
+		}
+	}
+	w.p("")
+}
+
+// added is the p50 round trip of path less raw TCP's.
+func (w *markdown) added(profile, side, path string) float64 {
+	return w.r.get(profile, side+"/"+path, "rr_p50_us") - w.r.get(profile, side+"/raw", "rr_p50_us")
+}
+
+func (w *markdown) setup() {
+	w.p("### New connection, from connect to the first answer from the other end, p50 / p99 (µs)")
+	w.p("")
+	w.p("| profile | side | raw TCP | OpenSSH | OpenSSH → agent | plug |")
+	w.p("|---|---|--:|--:|--:|--:|")
+	for _, pr := range profiles {
+		for _, side := range []string{"consume", "serve"} {
+			var cells []string
+			for _, c := range columns {
+				cells = append(cells, num("%.0f", w.r.get(pr.name, side+"/"+c.path, "conn_p50_us"))+" / "+num("%.0f", w.r.get(pr.name, side+"/"+c.path, "conn_p99_us")))
+			}
+			w.p("| %s | %s | %s |", pr.label, side, strings.Join(cells, " | "))
+		}
+	}
+	w.p("")
+	w.p("Through a tunnel the local connect succeeds at once; the time counts until the far end answered. " +
+		"The agent dials a name, so plug's and OpenSSH → agent's include a cluster DNS lookup; the sshd dials the Service's address.")
+	w.p("")
+}
+
+func (w *markdown) concurrent() {
+	w.p("### Concurrent connections through one session: answered of opened, time until the last answered")
+	w.p("")
+	w.p("| profile | side | raw TCP | OpenSSH | OpenSSH → agent | plug |")
+	w.p("|---|---|--:|--:|--:|--:|")
+	for _, pr := range profiles {
+		for _, side := range []string{"consume", "serve"} {
+			var cells []string
+			for _, c := range columns {
+				path := side + "/" + c.path
+				ok, fail := w.r.get(pr.name, path, "conc_ok"), w.r.get(pr.name, path, "conc_fail")
+				cells = append(cells, num("%.0f", ok)+"/"+num("%.0f", ok+fail)+", "+num("%.0f", w.r.get(pr.name, path, "conc_ms"))+" ms")
+			}
+			w.p("| %s | %s | %s |", pr.label, side, strings.Join(cells, " | "))
+		}
+	}
+	w.p("")
+}
+
+func (w *markdown) sessions() {
+	w.p("### Session start and runs on one agent")
+	w.p("")
+	w.p("| profile | start, new name: p50 (max) | start, takeover: p50 (max) | concurrent runs (alive after) | all answering after | requests / errors | agent RSS idle | agent RSS with the runs |")
+	w.p("|---|--:|--:|--:|--:|--:|--:|--:|")
+	for _, pr := range profiles {
+		start := func(path string) string {
+			return num("%.0f", w.r.get(pr.name, path, "p50_ms")) + " ms (" + num("%.0f", w.r.get(pr.name, path, "max_ms")) + ") of " + num("%.0f", w.r.get(pr.name, path, "runs"))
+		}
+		w.p("| %s | %s | %s | %s (%s) | %s ms | %s / %s | %s MB | %s MB |", pr.label, start("start/new"), start("start/takeover"),
+			num("%.0f", w.r.get(pr.name, "runs", "runs")), num("%.0f", w.r.get(pr.name, "runs", "alive")),
+			num("%.0f", w.r.get(pr.name, "runs", "ready_ms")),
+			num("%.0f", w.r.get(pr.name, "runs", "ops")), num("%.0f", w.r.get(pr.name, "runs", "errors")),
+			num("%.1f", w.r.get(pr.name, "agent", "rss_idle_mb")), num("%.1f", w.r.get(pr.name, "agent", "rss_runs_mb")))
+	}
+	w.p("")
+	w.p("Session start: from starting `plug -s NAME:80:LOCAL -- CMD` to the first request of a pod reaching CMD. " +
+		"The pod finds the Service's address in the API, not in DNS, so the cluster DNS's negative cache of a name asked for before it existed does not count. " +
+		"Runs: each `plug -s` serves a name of its own; a pod keeps two connections per name busy with small requests for 5 s. " +
+		"RSS: the agent's process, read from /proc on the node.")
+	w.p("")
+}
+
+func (w *markdown) footprint() {
+	w.p("### Footprint")
+	w.p("")
+	w.p("| what | size |")
+	w.p("|---|--:|")
+	for _, p := range []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64", "windows/amd64", "windows/arm64"} {
+		w.p("| binary %s | %s MB |", p, num("%.1f", w.r.get("-", "footprint", "binary "+p)/1e6))
+	}
+	w.p("| agent image (archive; gzip) | %s MB; %s MB |", num("%.1f", w.r.get("-", "footprint", "image")/1e6), num("%.1f", w.r.get("-", "footprint", "image gzip")/1e6))
+	w.p("| packages outside the standard library | %s (golang.org/x/crypto %s, golang.org/x/sys %s); plug's own: %s |",
+		num("%.0f", w.r.get("-", "footprint", "packages outside the standard library")),
+		num("%.0f", w.r.get("-", "footprint", "packages golang.org/x/crypto")), num("%.0f", w.r.get("-", "footprint", "packages golang.org/x/sys")),
+		num("%.0f", w.r.get("-", "footprint", "packages plug")))
+	w.p("")
+	w.p("The image holds the agent and the CLI binaries for every platform it serves to the installer.")
+	w.p("")
+}
+
+// targets compares the run with the goals of the tunnel.
+func (w *markdown) targets() {
+	w.p("### Targets")
+	w.p("")
+	w.p("| target | measured | met |")
+	w.p("|---|---|:-:|")
+	throughput := func(profile, base string) float64 {
+		worst := math.Inf(1)
+		for _, side := range []string{"consume", "serve"} {
+			for _, m := range []string{"l2p_mbps", "p2l_mbps"} {
+				worst = math.Min(worst, w.r.get(profile, side+"/plug", m)/w.r.get(profile, side+"/"+base, m))
+			}
+		}
+		return worst
+	}
+	worstOver := func(f func(side string) float64) float64 {
+		return math.Max(f("consume"), f("serve"))
+	}
+	v := throughput("none", "openssh")
+	w.target("throughput ≥ 1.0× OpenSSH, loopback (worst of 4)", times(v), v >= 1.0)
+	v = throughput("none", "raw")
+	w.target("throughput ≥ 50 % of raw TCP, loopback (worst of 4)", percent(v), v >= 0.5)
+	v = throughput("wan", "raw")
+	w.target("throughput ≥ 90 % of raw TCP at 20 ms RTT, 0.1 % loss (worst of 4)", percent(v), v >= 0.9)
+	v = worstOver(func(side string) float64 { return w.added("none", side, "plug") / w.added("none", side, "openssh") })
+	w.target("added latency ≤ 1.1× OpenSSH's, loopback p50 (worse side)", times(v), v <= 1.1)
+	v = worstOver(func(side string) float64 { return w.added("none", side, "plug") })
+	w.target("p50 ≤ 150 µs over raw TCP, loopback (worse side)", num("%+.0f µs", v), v <= 150)
+	for _, kind := range []struct{ path, label string }{{"start/new", "new name"}, {"start/takeover", "takeover"}} {
+		v = math.Max(w.r.get("none", kind.path, "p50_ms"), w.r.get("wan", kind.path, "p50_ms"))
+		w.target("session start ≤ 1 s p50, "+kind.label+" (worse profile)", num("%.0f ms", v), v <= 1000)
+	}
+	fails, opened := 0.0, 0.0
+	for _, pr := range profiles {
+		for _, side := range []string{"consume", "serve"} {
+			fails += w.r.get(pr.name, side+"/plug", "conc_fail")
+			opened += w.r.get(pr.name, side+"/plug", "conc_ok") + w.r.get(pr.name, side+"/plug", "conc_fail")
+		}
+	}
+	w.target("1,000 concurrent connections, 0 failures (both sides, both profiles)", num("%.0f", fails)+" failed of "+num("%.0f", opened), fails == 0)
+	v = math.Max(w.r.get("none", "agent", "rss_idle_mb"), w.r.get("wan", "agent", "rss_idle_mb"))
+	w.target("agent RSS ≤ 30 MB idle", num("%.1f MB", v), v <= 30)
+	v = math.Max(w.r.get("none", "agent", "rss_runs_mb"), w.r.get("wan", "agent", "rss_runs_mb"))
+	runs := w.r.get("none", "runs", "runs")
+	w.target("agent RSS ≤ 100 MB with 50 runs", num("%.1f MB", v)+" with "+num("%.0f", runs), v <= 100 && runs >= 50)
+	v = w.r.get("-", "footprint", "binary linux/amd64") / 1e6
+	w.target("linux/amd64 binary ≤ 15 MB", num("%.1f MB", v), v <= 15)
+	w.p("")
+}
+
+func (w *markdown) target(what, measured string, met bool) {
+	mark := "no"
+	if met {
+		mark = "yes"
+	}
+	if strings.Contains(measured, "—") {
+		mark = "—"
+	}
+	w.p("| %s | %s | %s |", what, measured, mark)
+}
+
+// failures lists the measurements that failed, if any.
+func (w *markdown) failures() {
+	var lines []string
+	for k, v := range w.r {
+		if k.metric == "error" {
+			lines = append(lines, fmt.Sprintf("- %s, %s: %s", k.profile, k.path, v))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	w.p("### Failed measurements")
+	w.p("")
+	for _, l := range lines {
+		w.p("%s", l)
+	}
+	w.p("")
+}
+
+func num(format string, v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "—"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func percent(v float64) string { return num("%.0f %%", v*100) }
+func times(v float64) string   { return num("%.2f×", v) }

@@ -1,0 +1,70 @@
+#!/bin/sh
+# run.sh [--quick] [--no-build] — plug's benchmark (./build.sh bench).
+#
+# Measures plug's tunnel side by side with raw TCP and OpenSSH on the local
+# Kubernetes of testdata/cluster (started when it is not up; left running),
+# from a "laptop": a network namespace joined to the machine by a link
+# that gives each profile:
+#
+#   none   a veth pair, as fast as the kernel goes
+#   wan    20 ms round trip (10 ms each way) and 0.1 % packet loss each way,
+#          by tc netem, or where the kernel has no sch_netem by a small
+#          user-space link (benchtool link, two TUN devices)
+#
+# Writes testdata/bench/out/bench.csv and out/RESULTS.md (the table, the
+# machine, the command) and prints the table. Run as root. Everything it
+# creates — the namespace, its link, the sshd, the Kubernetes namespace, the
+# processes — is removed at the end, on failure too.
+#
+#   --quick      64 MiB transfers and fewer iterations, for a run in minutes
+#   --no-build   use dist/ and the bench tool as they are
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+. "$here/lib.sh"
+
+QUICK=0 BUILD=1
+for a in "$@"; do
+	case $a in
+	--quick) QUICK=1 ;;
+	--no-build) BUILD=0 ;;
+	*) die "unknown argument $a; use --quick and/or --no-build" ;;
+	esac
+done
+[ "$(id -u)" = 0 ] || die "run as root: it creates a network namespace and a veth pair"
+
+started=$(date +%s)
+mkdir -p "$OUT" "$CACHE"
+WORK=$(mktemp -d /tmp/plugbench.XXXXXX)
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ "$BUILD" = 1 ]; then
+	say "building plug (binaries, image) and the bench tool"
+	"$repo/build.sh" image
+fi
+build_tool
+bring_up_cluster
+sshd_binary
+make_laptop
+start_sshd
+deploy
+
+CSV=$OUT/bench.csv
+echo "profile,path,metric,value" >"$CSV"
+for profile in none wan; do
+	link_up "$profile"
+	[ -n "${PLUG:-}" ] || laptop_profile
+	say "profile $profile: measuring"
+	drive "$profile" || FAILED=1
+	link_down
+done
+say "footprint"
+"$TOOL" footprint -dist "$repo/dist" -module "$repo" >>"$CSV"
+
+"$TOOL" report -csv "$CSV" -machine "$(machine)" -wan "$WAN_LINK" -command "./build.sh bench$(args_shown "$@")" \
+	-took "$(($(date +%s) - started))" >"$OUT/RESULTS.md"
+cat "$OUT/RESULTS.md"
+say "wrote $CSV and $OUT/RESULTS.md in $(($(date +%s) - started)) s"
+[ -z "${FAILED:-}" ] || die "some measurements failed: see the table's last section"

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"slices"
+	"time"
+)
+
+// percentile returns the p-th percentile (0 < p ≤ 100) of samples by the
+// nearest-rank method; samples is sorted in place.
+func percentile(samples []time.Duration, p float64) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	slices.Sort(samples)
+	rank := int(p/100*float64(len(samples))+0.999999) - 1
+	rank = max(0, min(rank, len(samples)-1))
+	return samples[rank]
+}
+
+// micros is d in microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// mbits is a rate in decimal megabits per second.
+func mbits(bytes int64, d time.Duration) float64 {
+	return float64(bytes) * 8 / d.Seconds() / 1e6
+}

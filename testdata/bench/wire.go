@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"flag"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// The bench protocol. A client opens a connection and sends one command
+// byte; what follows depends on it:
+//
+//	'U' n(8)  then n bytes      the server reads them all, then answers 'K'
+//	'D' n(8)                    the server sends n bytes, then closes
+//	'E' size(4)                 echo: each size bytes the client sends come back
+//	'P'                         the server answers 'K' at once, then waits for EOF
+//
+// Lengths are big-endian. Every path under test (raw TCP, ssh -L/-R, plug)
+// carries the same bytes, so the same client measures them all.
+const (
+	cmdUpload   = 'U'
+	cmdDownload = 'D'
+	cmdEcho     = 'E'
+	cmdPing     = 'P'
+	answerOK    = 'K'
+)
+
+// bulkBuffer is the size of the reads and writes of bulk transfers.
+const bulkBuffer = 256 << 10
+
+// maxEcho bounds the message size of an echo connection.
+const maxEcho = 1 << 20
+
+// serve answers the bench protocol on every address given until signalled.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	fs.Parse(args)
+	if fs.NArg() == 0 {
+		return errors.New("give at least one address to listen on, e.g. :9000")
+	}
+	errs := make(chan error, fs.NArg())
+	for _, addr := range fs.Args() {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		go func() { errs <- acceptLoop(l) }()
+	}
+	log.Printf("serving the bench protocol on %v", fs.Args())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case err := <-errs:
+		return err
+	case <-sig:
+		return nil
+	}
+}
+
+func acceptLoop(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		go func() {
+			defer c.Close()
+			if err := answer(c); err != nil && !errors.Is(err, io.EOF) {
+				log.Printf("%s: %v", c.RemoteAddr(), err)
+			}
+		}()
+	}
+}
+
+// answer serves one connection.
+func answer(c net.Conn) error {
+	var cmd [1]byte
+	if _, err := io.ReadFull(c, cmd[:]); err != nil {
+		return err
+	}
+	switch cmd[0] {
+	case cmdUpload:
+		n, err := readLength(c, 8)
+		if err != nil {
+			return err
+		}
+		if _, err := io.CopyBuffer(io.Discard, io.LimitReader(c, int64(n)), make([]byte, bulkBuffer)); err != nil {
+			return err
+		}
+		_, err = c.Write([]byte{answerOK})
+		return err
+	case cmdDownload:
+		n, err := readLength(c, 8)
+		if err != nil {
+			return err
+		}
+		return sendZeros(c, int64(n))
+	case cmdEcho:
+		size, err := readLength(c, 4)
+		if err != nil {
+			return err
+		}
+		if size == 0 || size > maxEcho {
+			return errors.New("echo size out of range")
+		}
+		buf := make([]byte, size)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return err
+			}
+			if _, err := c.Write(buf); err != nil {
+				return err
+			}
+		}
+	case cmdPing:
+		if _, err := c.Write([]byte{answerOK}); err != nil {
+			return err
+		}
+		_, err := io.Copy(io.Discard, c)
+		return err
+	}
+	return errors.New("unknown command byte")
+}
+
+func readLength(r io.Reader, size int) (uint64, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[8-size:]); err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(b[:]), nil
+}
+
+// header is a command byte followed by a big-endian length of size bytes.
+func header(cmd byte, n uint64, size int) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return append([]byte{cmd}, b[8-size:]...)
+}
+
+// sendZeros writes n zero bytes to w.
+func sendZeros(w io.Writer, n int64) error {
+	buf := make([]byte, bulkBuffer)
+	for n > 0 {
+		chunk := buf
+		if int64(len(chunk)) > n {
+			chunk = chunk[:n]
+		}
+		m, err := w.Write(chunk)
+		n -= int64(m)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// idle waits for a signal: the process of a pod that tests exec into.
+func idle(args []string) error {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	return nil
+}
