@@ -21,8 +21,6 @@ const (
 	// rightsRecheck is how often an agent that lacks a required right
 	// checks again.
 	rightsRecheck = 30 * time.Second
-	// rightsFresh is how long one check of the rights answers for.
-	rightsFresh = 2 * time.Second
 	// rightsTimeout bounds one check.
 	rightsTimeout = 30 * time.Second
 )
@@ -53,14 +51,15 @@ func (g *rightsGate) isReady() bool {
 	}
 }
 
-// checkRights asks the platform for the agent's rights, or returns those
-// of a check younger than rightsFresh, and logs what changed.
+// checkRights asks the platform for the agent's rights, and logs what
+// changed. Callers that ask while a check is in progress share the next.
 func (a *Agent) checkRights(ctx context.Context) ([]Right, error) {
 	g := a.gate
+	asked := time.Now()
 	g.checking.Lock()
 	defer g.checking.Unlock()
 	g.mu.Lock()
-	if time.Since(g.checked) < rightsFresh {
+	if g.checked.After(asked) {
 		defer g.mu.Unlock()
 		return g.rights, g.err
 	}

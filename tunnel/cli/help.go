@@ -7,7 +7,7 @@ import (
 
 func init() {
 	commands = []*command{runCommand, agentCommand, keygenCommand, pubkeyCommand, lsCommand,
-		rnCommand, profileCommand, setupCommand, versionCommand, helpCommand}
+		rnCommand, profileCommand, doctorCommand, setupCommand, versionCommand, helpCommand}
 }
 
 var helpCommand = &command{
