@@ -183,7 +183,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "Exit codes:") {
 		t.Errorf("plug help: exit %d\n%s", code, stdout)
 	}
-	for _, cmd := range []string{"doctor", "update"} {
+	for _, cmd := range []string{"update"} {
 		if strings.Contains(stdout, "  "+cmd+" ") {
 			t.Errorf("plug help lists %s, which this version does not have", cmd)
 		}
