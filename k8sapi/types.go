@@ -19,6 +19,7 @@ type OwnerReference struct {
 	Kind       string `json:"kind"`
 	Name       string `json:"name"`
 	UID        string `json:"uid"`
+	Controller *bool  `json:"controller,omitempty"` // the owner is the object's managing controller
 }
 
 // ObjectReference points at one object, e.g. the pod behind an endpoint.

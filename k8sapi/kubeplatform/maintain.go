@@ -16,15 +16,17 @@ import (
 // Then it renews the heartbeat of every name held here (every Heartbeat),
 // sweeps again (every SweepEvery), and keeps the endpoints of the held
 // names as their receipts say, at once on every change of the namespace's
-// EndpointSlices and Pods it is allowed to watch.
+// EndpointSlices and Pods, and of the held Services, it is allowed to
+// watch; those changes also prove the held names' paths again.
 func (p *Platform) Maintain(ctx context.Context) error {
 	p.sweep(ctx, true)
 	var watchers sync.WaitGroup
 	defer watchers.Wait()
 	watchers.Go(func() {
-		follow(ctx, p, p.c.EndpointSlices(p.ns), k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName}, "endpoint slices")
+		follow(ctx, p, p.c.EndpointSlices(p.ns), k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName}, "endpoint slices", p.sliceChanged)
 	})
-	watchers.Go(func() { follow(ctx, p, p.c.Pods(p.ns), k8sapi.ListOptions{}, "pods") })
+	watchers.Go(func() { follow(ctx, p, p.c.Pods(p.ns), k8sapi.ListOptions{}, "pods", nil) })
+	watchers.Go(func() { follow(ctx, p, p.c.Services(p.ns), k8sapi.ListOptions{}, "services", p.serviceChanges()) })
 	beat := time.NewTicker(p.times.Heartbeat)
 	defer beat.Stop()
 	sweep := time.NewTicker(p.times.SweepEvery)
@@ -44,12 +46,16 @@ func (p *Platform) Maintain(ctx context.Context) error {
 	}
 }
 
-// follow kicks the guard on every change of res, for as long as ctx lasts
-// and the agent may watch it.
-func follow[T any](ctx context.Context, p *Platform, res k8sapi.Resource[T], opts k8sapi.ListOptions, what string) {
+// follow kicks the guard after each list of res, and passes each change
+// to changed (nil: kicks the guard), for as long as ctx lasts and the
+// agent may watch it.
+func follow[T any](ctx context.Context, p *Platform, res k8sapi.Resource[T], opts k8sapi.ListOptions, what string, changed func(T)) {
+	if changed == nil {
+		changed = func(T) { p.kickGuard() }
+	}
 	err := res.Follow(ctx, opts, 10*time.Second, k8sapi.Handler[T]{
 		Synced:  func([]T) { p.kickGuard() },
-		Changed: func(k8sapi.Event[T]) { p.kickGuard() },
+		Changed: func(ev k8sapi.Event[T]) { changed(ev.Object) },
 	})
 	if ctx.Err() == nil {
 		p.logf("not watching %s (%v): the endpoints of served names are checked every %s instead of at once", what, err, p.times.Heartbeat)
@@ -93,11 +99,7 @@ func (p *Platform) tend(ctx context.Context, name string, renew bool) error {
 		p.forget(name, 0) // the run reconnected to another agent, which holds it now
 		return nil
 	case !r.Created && len(svc.Spec.Selector) > 0:
-		if p.markReverted(name) {
-			p.logf("%s: its selector was put back by someone else while served", name)
-			notify(h, tunnel.Event{Name: name, Kind: tunnel.EventWarning, Text: fmt.Sprintf(
-				"%s was changed back by someone else (its selector %s is back): the deployed pods answer it again; plug does not fight that change", name, selectorString(svc.Spec.Selector))})
-		}
+		p.changedBack(ctx, svc, h)
 		return nil
 	}
 	if renew {

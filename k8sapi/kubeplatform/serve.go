@@ -123,6 +123,7 @@ func (p *Platform) takeOver(ctx context.Context, svc *k8sapi.Service, b tunnel.B
 	if err := p.settleOrUndo(ctx, parked, r, b); err != nil {
 		return tunnel.Served{}, err
 	}
+	p.warnManaged(svc, b)
 	return tunnel.Served{TookOver: true, Detail: fmt.Sprintf(
 		"%s:%d now reaches this run; the deployed %s (selector %s) is parked until the run ends, its ClusterIP %s kept",
 		b.Name, b.Port, b.Name, selectorString(r.Original.Selector), svc.Spec.ClusterIP)}, nil
