@@ -34,6 +34,11 @@ type Options struct {
 	Namespace string // where the agent runs and serves names
 	PodName   string // the agent's pod; "" for an agent run outside a pod
 	PodIP     string // the address the cluster reaches this agent on
+	// NodeName is the node the agent's pod runs on. The agent's endpoint
+	// carries it: kube-proxy masquerades a pod's calls to its own Service
+	// (hairpin) only to endpoints it knows are on its node, and the agent
+	// calls the names it serves, to prove their path.
+	NodeName string
 	// Logf receives status lines for the agent's log.
 	Logf func(format string, args ...any)
 
@@ -48,6 +53,7 @@ type Platform struct {
 	c     *k8sapi.Client
 	ns    string
 	pod   string
+	node  string
 	ip    net.IP
 	logf  func(format string, args ...any)
 	times Options
@@ -78,7 +84,7 @@ func New(opts Options) (*Platform, error) {
 	opts.Stale = orDefault(opts.Stale, 90*time.Second)
 	opts.SweepEvery = orDefault(opts.SweepEvery, time.Minute)
 	return &Platform{
-		c: opts.Client, ns: opts.Namespace, pod: opts.PodName, ip: ip, logf: opts.Logf, times: opts,
+		c: opts.Client, ns: opts.Namespace, pod: opts.PodName, node: opts.NodeName, ip: ip, logf: opts.Logf, times: opts,
 		held: map[string]*holding{}, pending: map[string]tunnel.Binding{}, kick: make(chan struct{}, 1),
 	}, nil
 }
@@ -94,7 +100,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // deploy/plug-k8s.yaml starts it: the API server and credentials of the
 // pod's service account (or, outside a pod, of $KUBECONFIG or
 // ~/.kube/config), and from the downward API POD_NAMESPACE, POD_NAME and
-// POD_IP.
+// POD_IP. Its node is NODE_NAME, or else read from its pod.
 func NewFromEnv(logf func(format string, args ...any)) (*Platform, error) {
 	cfg, err := k8sapi.InCluster()
 	if errors.Is(err, k8sapi.ErrNotInCluster) {
@@ -114,7 +120,18 @@ func NewFromEnv(logf func(format string, args ...any)) (*Platform, error) {
 	if ns == "" {
 		return nil, errors.New("the agent's namespace is unknown: set POD_NAMESPACE (deploy/plug-k8s.yaml sets it from the downward API)")
 	}
-	return New(Options{Client: client, Namespace: ns, PodName: os.Getenv("POD_NAME"), PodIP: os.Getenv("POD_IP"), Logf: logf})
+	opts := Options{Client: client, Namespace: ns, PodName: os.Getenv("POD_NAME"), PodIP: os.Getenv("POD_IP"), NodeName: os.Getenv("NODE_NAME"), Logf: logf}
+	if opts.NodeName == "" && opts.PodName != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		pod, err := client.Pods(ns).Get(ctx, opts.PodName)
+		cancel()
+		if err != nil && logf != nil {
+			logf("cannot read the agent's own pod %s for its node (%v): calls the agent makes to the names it serves may not reach it (set NODE_NAME from the downward API, spec.nodeName)", opts.PodName, err)
+		} else {
+			opts.NodeName = pod.Spec.NodeName
+		}
+	}
+	return New(opts)
 }
 
 // DialContext connects to address from inside the agent's pod: cluster DNS

@@ -75,6 +75,9 @@ func (p *Platform) agentSlice(svc *k8sapi.Service, r receipt) k8sapi.EndpointSli
 	if r.Pod != "" {
 		ep.TargetRef = &k8sapi.ObjectReference{Kind: "Pod", Namespace: p.ns, Name: r.Pod}
 	}
+	if r.Pod == p.pod {
+		ep.NodeName = p.node
+	}
 	s.Endpoints = []k8sapi.Endpoint{ep}
 	for _, served := range r.Serves {
 		s.Ports = append(s.Ports, k8sapi.EndpointPort{Name: portName(svc.Spec.Ports, served.Port), Port: served.Target, Protocol: "TCP"})
