@@ -46,6 +46,7 @@ func drive(args []string) error {
 	fs.IntVar(&d.concurrent, "concurrent", 1000, "connections held at once")
 	fs.IntVar(&d.starts, "starts", 10, "runs of each session-start measurement")
 	fs.IntVar(&d.runs, "runs", 50, "concurrent runs on one agent")
+	fs.BoolVar(&d.parallel, "parallel", false, "measure the latency of the paths at the same time, and skip the throughput of OpenSSH → agent (for a profile with a long round trip)")
 	fs.Parse(args)
 	for name, v := range map[string]string{"profile": d.profile, "work": d.work, "home": d.home, "plug": d.plug, "tool": d.tool,
 		"server-ip": d.serverIP, "server-cluster-ip": d.serverClusterIP, "laptop-ip": d.laptopIP, "node-ip": d.nodeIP, "ssh-key": d.sshKey} {
@@ -76,6 +77,7 @@ type driver struct {
 	sshKey                                              string
 	bytes                                               int64
 	rr, connects, concurrent, starts, runs              int
+	parallel                                            bool
 
 	out      *csv.Writer
 	failures int

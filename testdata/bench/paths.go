@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -17,7 +18,8 @@ type path struct {
 	where string // "laptop", "plug -c" or "pod"
 }
 
-// paths measures every path: throughput, latency, setup, concurrency.
+// paths measures every path: throughput and concurrency one path after
+// the other, then latency and setup in turns.
 //
 //	raw            laptop → pod IP; pod → laptop IP: no tunnel
 //	openssh        ssh -L / -R through an OpenSSH sshd on the node's address
@@ -46,11 +48,31 @@ func (d *driver) paths() error {
 		{"serve/plug", "benchup:" + clusterPort, "pod"},
 	}
 	for _, p := range all {
-		d.logf("path %s", p.name)
-		if err := d.measurePath(p); err != nil {
+		bytes := d.bytes
+		if d.parallel && strings.HasSuffix(p.name, "/openssh-agent") {
+			bytes = 0 // a slow extra baseline: its time goes to the others
+		}
+		d.logf("path %s: throughput, concurrency", p.name)
+		out, err := d.runSuite(p, "-bytes", strconv.FormatInt(bytes, 10), "-rr", "0", "-connects", "0", "-concurrent", strconv.Itoa(d.concurrent))
+		if err != nil {
 			d.fail(p.name, err)
+			continue
+		}
+		up, down := "l2p_mbps", "p2l_mbps"
+		if p.where == "pod" {
+			up, down = down, up
+		}
+		for metric, values := range out {
+			switch metric {
+			case "up_mbps":
+				metric = up
+			case "down_mbps":
+				metric = down
+			}
+			d.row(p.name, metric, values[0])
 		}
 	}
+	d.latency(all)
 	return nil
 }
 
@@ -116,12 +138,77 @@ func (d *driver) startPaths() ([]*background, error) {
 	return procs, nil
 }
 
-// measurePath runs the suite on one path and writes its rows. Throughput
-// is named by the direction the data flows: l2p_mbps from the laptop to
-// the pod, p2l_mbps back.
-func (d *driver) measurePath(p path) error {
-	args := []string{"suite", "-addr", p.addr, "-bytes", strconv.FormatInt(d.bytes, 10),
-		"-rr", strconv.Itoa(d.rr), "-connects", strconv.Itoa(d.connects), "-concurrent", strconv.Itoa(d.concurrent)}
+// latencyRounds is how many turns the paths take at the latency
+// measurements, so that what else the machine does weighs on all alike.
+const latencyRounds = 10
+
+// latency measures round trips and connection setups of every path in
+// turns of a tenth of -rr and -connects each, and writes percentiles over
+// all of a path's samples. With -parallel (a profile whose round trips
+// are the link's delay, not the machine's work) the paths of a turn are
+// measured at the same time.
+func (d *driver) latency(all []path) {
+	rtts := map[string][]time.Duration{}
+	setups := map[string][]time.Duration{}
+	failed := map[string]bool{}
+	var mu sync.Mutex
+	measure := func(p path) {
+		out, err := d.runSuite(p, "-samples", "-bytes", "0", "-concurrent", "0",
+			"-rr", strconv.Itoa(max(1, d.rr/latencyRounds)), "-connects", strconv.Itoa(max(1, d.connects/latencyRounds)))
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed[p.name] = true
+			d.fail(p.name+" latency", err)
+			return
+		}
+		rtts[p.name] = append(rtts[p.name], durations(out["rr_us"])...)
+		setups[p.name] = append(setups[p.name], durations(out["conn_us"])...)
+	}
+	for round := range latencyRounds {
+		d.logf("latency, round %d of %d", round+1, latencyRounds)
+		var wg sync.WaitGroup
+		for _, p := range all {
+			if failed[p.name] {
+				continue
+			}
+			if !d.parallel {
+				measure(p)
+				continue
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); measure(p) }()
+		}
+		wg.Wait()
+	}
+	for _, p := range all {
+		if failed[p.name] {
+			continue
+		}
+		d.rowf(p.name, "rr_p50_us", micros(percentile(rtts[p.name], 50)))
+		d.rowf(p.name, "rr_p99_us", micros(percentile(rtts[p.name], 99)))
+		d.rowf(p.name, "rr_n", float64(len(rtts[p.name])))
+		d.rowf(p.name, "conn_p50_us", micros(percentile(setups[p.name], 50)))
+		d.rowf(p.name, "conn_p99_us", micros(percentile(setups[p.name], 99)))
+		d.rowf(p.name, "conn_n", float64(len(setups[p.name])))
+	}
+}
+
+// durations parses microseconds.
+func durations(values []string) []time.Duration {
+	var out []time.Duration
+	for _, v := range values {
+		if us, err := strconv.ParseFloat(v, 64); err == nil {
+			out = append(out, time.Duration(us*float64(time.Microsecond)))
+		}
+	}
+	return out
+}
+
+// runSuite runs the suite on one path with args and returns its results,
+// each metric with its values in order.
+func (d *driver) runSuite(p path, args ...string) (map[string][]string, error) {
+	args = append([]string{"suite", "-addr", p.addr}, args...)
 	var cmd *exec.Cmd
 	switch p.where {
 	case "laptop":
@@ -133,24 +220,13 @@ func (d *driver) measurePath(p path) error {
 	}
 	out, err := output(cmd)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	up, down := "l2p_mbps", "p2l_mbps"
-	if p.where == "pod" {
-		up, down = down, up
-	}
+	results := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		metric, value, ok := strings.Cut(line, ",")
-		if !ok {
-			continue
+		if metric, value, ok := strings.Cut(line, ","); ok {
+			results[metric] = append(results[metric], value)
 		}
-		switch metric {
-		case "up_mbps":
-			metric = up
-		case "down_mbps":
-			metric = down
-		}
-		d.row(p.name, metric, value)
 	}
-	return nil
+	return results, nil
 }

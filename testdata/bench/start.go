@@ -1,31 +1,39 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // sessionStart measures, -starts times each, how long from starting
 // `plug -s NAME:80:LOCAL -- benchtool mark` until the first request of a
 // pod reaches the local process: for a name no Service has (plug creates
-// it) and for benchto, a deployed Service (plug takes it over). Between
-// runs it waits until the agent has given the name back.
+// it) and for benchto, a deployed Service (plug takes it over). It also
+// notes when plug said the name was served: the rest is the cluster's
+// own work (kube-proxy programming the Service). Between runs it waits
+// until the agent has given the name back.
 func (d *driver) sessionStart() error {
 	for _, kind := range []struct{ path, name string }{
 		{"start/new", "benchnew"},
 		{"start/takeover", takeoverName},
 	} {
-		var samples []time.Duration
+		var samples, served []time.Duration
 		for i := range d.starts {
-			took, err := d.startOnce(kind.name)
+			took, said, err := d.startOnce(kind.name)
 			if err != nil {
 				d.fail(kind.path, fmt.Errorf("run %d: %w", i+1, err))
 				break
 			}
 			samples = append(samples, took)
+			if said >= 0 {
+				served = append(served, said)
+			}
 		}
 		if len(samples) == 0 {
 			continue
@@ -34,8 +42,43 @@ func (d *driver) sessionStart() error {
 		d.rowf(kind.path, "p50_ms", ms(percentile(samples, 50)))
 		d.rowf(kind.path, "max_ms", ms(slices.Max(samples)))
 		d.rowf(kind.path, "runs", float64(len(samples)))
+		if len(served) > 0 {
+			d.rowf(kind.path, "served_p50_ms", ms(percentile(served, 50)))
+		}
 	}
 	return nil
+}
+
+// stderrWatch reads what a run says on stderr, and notes when it said
+// that a name is served ("NAME:PORT → localhost:PORT").
+type stderrWatch struct {
+	done   chan struct{} // closed when stderr ended
+	mu     sync.Mutex
+	lines  []string
+	served time.Time
+}
+
+func watchServed(r io.Reader) *stderrWatch {
+	w := &stderrWatch{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			w.mu.Lock()
+			if w.served.IsZero() && strings.Contains(sc.Text(), "→ localhost:") {
+				w.served = time.Now()
+			}
+			w.lines = append(w.lines, sc.Text())
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *stderrWatch) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "\n")
 }
 
 // takeoverName is the deployed Service of k8s.yaml that runs take over.
@@ -43,22 +86,24 @@ const takeoverName = "benchto"
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func (d *driver) startOnce(name string) (time.Duration, error) {
+// startOnce returns how long until the first request reached the local
+// process, and until plug said the name was served (-1 if it did not).
+func (d *driver) startOnce(name string) (time.Duration, time.Duration, error) {
 	poller := d.pod("poll", "-ns", d.ns, "-svc", name, "-port", "80", "-timeout", "60s")
 	pollOut, err := poller.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var pollErr strings.Builder
 	poller.Stderr = &pollErr
 	if err := poller.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer poller.Process.Kill()
 	pollLines := make(chan string, 8)
 	go readLines(pollOut, pollLines)
 	if _, err := waitLine(pollLines, "polling", 30*time.Second); err != nil {
-		return 0, fmt.Errorf("the poller: %w %s", err, pollErr.String())
+		return 0, 0, fmt.Errorf("the poller: %w %s", err, pollErr.String())
 	}
 
 	started := time.Now()
@@ -66,17 +111,20 @@ func (d *driver) startOnce(name string) (time.Duration, error) {
 		d.tool, "mark", "-listen", fmt.Sprintf("127.0.0.1:%d", markPort))
 	runOut, err := run.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var runErr strings.Builder
-	run.Stderr = &runErr
+	runStderr, err := run.StderrPipe()
+	if err != nil {
+		return 0, 0, err
+	}
 	if err := run.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	said := watchServed(runStderr)
 	b := &background{name: "plug -s " + name, cmd: run, done: make(chan error, 1)}
 	runLines := make(chan string, 8)
 	go readLines(runOut, runLines)
-	go func() { b.done <- run.Wait() }()
+	go func() { <-said.done; b.done <- run.Wait() }()
 	first, err := waitLine(runLines, "first ", 60*time.Second)
 	if err == nil {
 		// The run ends only once the poller has its answer.
@@ -88,14 +136,18 @@ func (d *driver) startOnce(name string) (time.Duration, error) {
 		err = stopErr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("plug -s %s: %w; it said: %s", name, err, strings.TrimSpace(runErr.String()))
+		return 0, 0, fmt.Errorf("plug -s %s: %w; it said: %s", name, err, said.text())
 	}
 	nanos, err := strconv.ParseInt(first, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("the marker said %q", first)
+		return 0, 0, fmt.Errorf("the marker said %q", first)
 	}
 	poller.Wait()
-	return time.Unix(0, nanos).Sub(started), d.givenBack(name)
+	served := time.Duration(-1)
+	if !said.served.IsZero() {
+		served = said.served.Sub(started)
+	}
+	return time.Unix(0, nanos).Sub(started), served, d.givenBack(name)
 }
 
 // givenBack waits until the agent gave name back: the Service plug created

@@ -18,6 +18,10 @@ import (
 //	rr_p50_us, rr_p99_us         -rr round trips of -size bytes on one connection
 //	conn_p50_us, conn_p99_us     -connects new connections, each until its first answer
 //	conc_ok, conc_fail, conc_ms  -concurrent connections open at once, each answered
+//
+// With -samples, it prints every round trip and setup time instead of
+// their percentiles ("rr_us,V", "conn_us,V"), for a caller that merges
+// rounds measured in turn on several paths.
 func suite(args []string) error {
 	fs := flag.NewFlagSet("suite", flag.ExitOnError)
 	addr := fs.String("addr", "", "the bench server, host:port")
@@ -27,12 +31,23 @@ func suite(args []string) error {
 	connects := fs.Int("connects", 1000, "new connections timed one after the other (0: none)")
 	concurrent := fs.Int("concurrent", 0, "connections held open at once (0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "limit of each connect and of each answer")
+	samples := fs.Bool("samples", false, "print every round trip and setup time, not percentiles")
 	fs.Parse(args)
 	if *addr == "" {
 		return errors.New("give -addr host:port of a bench server")
 	}
 	p := prober{addr: *addr, timeout: *timeout}
 	out := func(metric string, v float64) { fmt.Printf("%s,%.3f\n", metric, v) }
+	times := func(metric string, ds []time.Duration) {
+		if *samples {
+			for _, d := range ds {
+				out(metric+"_us", micros(d))
+			}
+			return
+		}
+		out(metric+"_p50_us", micros(percentile(ds, 50)))
+		out(metric+"_p99_us", micros(percentile(ds, 99)))
+	}
 	if *bytes > 0 {
 		up, err := p.upload(*bytes)
 		if err != nil {
@@ -46,20 +61,18 @@ func suite(args []string) error {
 		out("down_mbps", mbits(*bytes, down))
 	}
 	if *rr > 0 {
-		samples, err := p.roundTrips(*rr, *size)
+		rtts, err := p.roundTrips(*rr, *size)
 		if err != nil {
 			return fmt.Errorf("round trips: %w", err)
 		}
-		out("rr_p50_us", micros(percentile(samples, 50)))
-		out("rr_p99_us", micros(percentile(samples, 99)))
+		times("rr", rtts)
 	}
 	if *connects > 0 {
-		samples, err := p.connects(*connects)
+		setups, err := p.connects(*connects)
 		if err != nil {
 			return fmt.Errorf("connects: %w", err)
 		}
-		out("conn_p50_us", micros(percentile(samples, 50)))
-		out("conn_p99_us", micros(percentile(samples, 99)))
+		times("conn", setups)
 	}
 	if *concurrent > 0 {
 		ok, took, errs := p.concurrent(*concurrent)
