@@ -12,8 +12,15 @@ import (
 
 // Maintain renews the heartbeat of the relays this agent holds every
 // heartbeatEvery, and sweeps at once, then every sweepEvery, until ctx
-// ends.
+// ends. It follows the engine's service events meanwhile, so that a
+// change behind a held name is noticed at once.
 func (p *Platform) Maintain(ctx context.Context) error {
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		p.followPaths(ctx)
+	}()
+	defer func() { <-followed }()
 	p.sweepLogged(ctx)
 	beat := time.NewTicker(heartbeatEvery)
 	defer beat.Stop()
@@ -80,10 +87,7 @@ func (p *Platform) renewOne(ctx context.Context, name string, h holding) {
 		}
 		return
 	}
-	if h.parked != "" && !h.warned && p.unparked(ctx, h.parked) {
-		p.markWarned(name)
-		p.notify(h, tunnel.EventWarning, fmt.Sprintf("%s: the parked service runs again, changed by somebody else (a stack deploy, a CD controller?): the deployed tasks answer the name too; plug does not fight that change", name))
-	}
+	p.warnIfUnparked(ctx, name, h)
 }
 
 // holdsAll reports whether lease l belongs to the run of h's bindings.

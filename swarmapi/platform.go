@@ -133,13 +133,17 @@ func (p *Platform) dropBinding(name string, port int) {
 }
 
 // markWarned records that the developer was told the takeover of name was
-// reverted, so they are told once.
-func (p *Platform) markWarned(name string) {
+// reverted, so they are told once: it reports whether this is the first
+// time.
+func (p *Platform) markWarned(name string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if h := p.held[name]; h != nil {
-		h.warned = true
+	h := p.held[name]
+	if h == nil || h.warned {
+		return false
 	}
+	h.warned = true
+	return true
 }
 
 // forget forgets a name this agent served.

@@ -110,6 +110,9 @@ func (p *Platform) takeOver(ctx context.Context, svc *Service, b tunnel.Binding)
 	}
 	p.addBinding(b, id, svc.ID)
 	p.cfg.Logf("%s:%d now reaches %s through relay service %s", b.Name, b.Port, b.Holder, r.Relay)
+	if e, ok := stackNotice(svc, b.Name); ok && b.Notify != nil {
+		b.Notify(e)
+	}
 
 	detail := fmt.Sprintf("service %s (%s) is parked for the session; %s:%d reaches this session on %s",
 		svc.Spec.Name, modeText(svc), b.Name, b.Port, p.networkNames())
