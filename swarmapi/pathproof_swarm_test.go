@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"plug/keys"
 	"plug/tunnel"
 	"plug/tunnel/clustertest"
 )
@@ -194,5 +196,53 @@ func TestDeployedAgentWarnsWhenAParkedServiceIsScaledBackUp(t *testing.T) {
 	}
 	if now := hits.Load(); now != before {
 		t.Errorf("the developer's process saw %d requests nobody made", now-before)
+	}
+}
+
+// plug doctor from a developer's machine, against the agent deployed as a
+// swarm service: the socket, the engine's version, a manager, the network
+// joined, each on a line of its own, and nothing failing.
+func TestDoctorOfTheDeployedSwarmAgent(t *testing.T) {
+	s := needSwarm(t)
+	image := agentImage(t)
+	addr, hostKey := s.deployAgent(t, image)
+	bin := filepath.Join(t.TempDir(), "plug")
+	build := exec.Command("go", "build", "-o", bin, "plug")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building plug: %v\n%s", err, out)
+	}
+	home := t.TempDir()
+	store := keys.Open(home)
+	host, port, _ := net.SplitHostPort(addr)
+	portNum, _ := strconv.Atoi(port)
+	if err := store.AddProfile(keys.Profile{Name: "swarm", Host: host, Port: portNum, HostKey: keys.AuthorizedKey(hostKey), Platform: "swarm"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.GenerateKey("swarm", "dev@test", false); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "doctor", "-p", "swarm")
+	cmd.Env = append(os.Environ(), "PLUG_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	t.Logf("plug doctor -p swarm:\n%s", out)
+	if err != nil {
+		t.Fatalf("plug doctor: %v", err)
+	}
+	engine, err := s.c.Engine(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"ok   agent at " + addr + " answers",
+		" on Docker Swarm, network " + s.network.Name + ": serves runs",
+		"ok   use the Docker socket /var/run/docker.sock: ",
+		fmt.Sprintf("ok   Docker Engine API %s to %s (Docker %s speaks %s): ", MinAPIVersion, MaxAPIVersion, engine.Version, engine.APIVersion),
+		"ok   run on a swarm manager: ",
+		"ok   attached to the application's overlay network (" + s.network.Name + "): ",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("doctor's report lacks %q", want)
+		}
 	}
 }

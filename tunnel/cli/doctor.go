@@ -164,7 +164,7 @@ func (d *doctor) agent(diag *tunnel.Diagnosis) {
 	if st.Refusing != "" {
 		d.fail("agent %s: %s", where, st.Refusing)
 	} else {
-		d.ok("agent %s serves runs", where)
+		d.ok("agent %s: serves runs", where)
 	}
 	if st.RightsError != "" {
 		d.fail("the agent cannot check its rights: %s", st.RightsError)

@@ -75,7 +75,7 @@ func TestDoctorOfAHealthyAgent(t *testing.T) {
 		"matches the one the profile pins",
 		"ok   the agent accepts the key SHA256:",
 		"ok   versions: the same plug "+tunnel.Version+" on both ends",
-		"ok   agent agent-0 on in-memory platform serves runs")
+		"ok   agent agent-0 on in-memory platform: serves runs")
 }
 
 // Acceptance 5, without a cluster: doctor prints the one command that
