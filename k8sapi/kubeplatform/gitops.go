@@ -217,3 +217,19 @@ func (p *Platform) changedBack(ctx context.Context, svc *k8sapi.Service, h *hold
 		name, who, selectorString(svc.Spec.Selector), remedy)})
 	notify(h, tunnel.Event{Name: name, Kind: tunnel.EventPathChanged})
 }
+
+// takenAgain notes that name, changed back before, has no selector again
+// (its change was undone by hand): plug writes its endpoints again, and a
+// next change back is told again.
+func (p *Platform) takenAgain(name string) {
+	p.mu.Lock()
+	h := p.held[name]
+	again := h != nil && h.reverted
+	if again {
+		h.reverted = false
+	}
+	p.mu.Unlock()
+	if again {
+		p.logf("%s: its selector is gone again: plug's endpoints are written again", name)
+	}
+}

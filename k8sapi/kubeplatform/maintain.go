@@ -102,6 +102,7 @@ func (p *Platform) tend(ctx context.Context, name string, renew bool) error {
 		p.changedBack(ctx, svc, h)
 		return nil
 	}
+	p.takenAgain(name)
 	if renew {
 		err := k8sapi.RetryOnConflict(ctx, func() error {
 			cur, err := p.c.Services(p.ns).Get(ctx, name)
