@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -97,11 +96,11 @@ type pathProof struct {
 	tell   func(Event)
 	logf   func(format string, args ...any)
 	kick   chan struct{}
+	told   pathState // what the developer was last told (pathUnknown: nothing); run's own
 
 	mu     sync.Mutex
 	window *probeWindow // the probe in flight, if any
-	told   pathState    // what the developer was last told (pathUnknown: nothing)
-	last   Event        // that, to say again to a connection that re-attaches
+	last   Event        // the last warning or healing told, to say again to a connection that re-attaches
 }
 
 func newPathProof(name string, port int, p Platform, tell func(Event), logf func(string, ...any)) *pathProof {
@@ -192,10 +191,8 @@ func earliest(a, b time.Time) time.Time {
 // judge tells the developer what r means, if it changes what they were
 // last told.
 func (pp *pathProof) judge(r proofResult) {
-	pp.mu.Lock()
 	before := pp.told
 	pp.told = r.state
-	pp.mu.Unlock()
 	if r.state == before {
 		return
 	}
@@ -426,8 +423,6 @@ func (p *prefixedConn) CloseWrite() error {
 	}
 	return p.Conn.Close()
 }
-
-var _ io.ReadWriteCloser = (*prefixedConn)(nil)
 
 // notifyFor passes a platform's event about b to b's run; an
 // EventPathChanged proves b's path again instead.
