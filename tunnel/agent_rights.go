@@ -68,16 +68,18 @@ func (a *Agent) checkRights(ctx context.Context) ([]Right, error) {
 	ctx, cancel := context.WithTimeout(ctx, rightsTimeout)
 	rights, err := a.Platform.Rights(ctx)
 	cancel()
-	report, ready := rightsReport(rights, err)
+	wasReady := g.isReady()
+	report, ready := rightsReport(rights, err, wasReady)
 
 	g.mu.Lock()
 	g.rights, g.err, g.checked = rights, err, time.Now()
 	changed := report != g.logged
 	g.logged = report
 	g.mu.Unlock()
-	wasReady := g.isReady()
 	if changed && report != "" {
-		a.logf("%s", report)
+		for _, line := range strings.Split(report, "\n") {
+			a.logf("%s", line)
+		}
 	}
 	if ready && !wasReady {
 		g.readyOnce.Do(func() { close(g.ready) })
@@ -89,8 +91,13 @@ func (a *Agent) checkRights(ctx context.Context) ([]Right, error) {
 }
 
 // rightsReport is what the agent logs of a check: each missing right, and
-// whether the agent may serve runs.
-func rightsReport(rights []Right, err error) (report string, ready bool) {
+// whether the agent may serve runs. An agent serving already goes on (a
+// right taken away later makes what needs it fail, with the cluster's
+// words), and says so.
+func rightsReport(rights []Right, err error, serving bool) (report string, ready bool) {
+	if err != nil && serving {
+		return fmt.Sprintf("cannot check the agent's rights in the cluster (%v)", err), false
+	}
 	if err != nil {
 		return fmt.Sprintf("not serving runs yet: cannot check the agent's rights in the cluster (%v); checking again every %s", err, rightsRecheck), false
 	}
@@ -112,7 +119,10 @@ func rightsReport(rights []Right, err error) (report string, ready bool) {
 		}
 		lines = append(lines, line)
 	}
-	if !ready {
+	switch {
+	case !ready && serving:
+		lines = append(lines, "the agent serves runs, but lacks rights they need (above): what needs them fails until they are granted again")
+	case !ready:
 		lines = append(lines, fmt.Sprintf("not serving runs: the agent lacks rights runs need (above); it refuses each run naming them, answers plug doctor, and checks again every %s. Apply the manifest as a whole, or grant each right with the command shown.", rightsRecheck))
 	}
 	return strings.Join(lines, "\n"), ready
