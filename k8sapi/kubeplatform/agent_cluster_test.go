@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -223,7 +222,7 @@ func killContainer(t *testing.T, id string) {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+		if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
 			killed++
 		}
 	}
