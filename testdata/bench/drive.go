@@ -39,6 +39,7 @@ func drive(args []string) error {
 	fs.StringVar(&d.nodeIP, "node-ip", "", "the node's address: the agent's NodePort, the bench sshd")
 	fs.IntVar(&d.agentPort, "agent-port", 32222, "the agent's NodePort")
 	fs.IntVar(&d.sshdPort, "sshd-port", 2022, "the bench sshd's port")
+	fs.IntVar(&d.sshForwardPort, "ssh-forward-port", 19001, "the port ssh -R opens on the node's address through the bench sshd")
 	fs.StringVar(&d.sshKey, "ssh-key", "", "the OpenSSH client's key (the sshd accepts it; the agent admits anyone)")
 	fs.Int64Var(&d.bytes, "bytes", 1<<30, "bytes of each throughput transfer")
 	fs.IntVar(&d.rr, "rr", 10000, "round trips of the latency measurement")
@@ -64,7 +65,6 @@ const (
 	laptopPort   = 9001  // the laptop's bench server
 	sshLocalPort = 19000 // ssh -L through the bench sshd, to benchsrv's ClusterIP
 	sshAgentPort = 19100 // ssh -L through the plug agent, to benchsrv
-	sshNodePort  = 19001 // ssh -R on the node's address, through the bench sshd
 	serverPort   = 9000  // benchsrv, and the names the laptop serves
 	markPort     = 18080 // the session-start marker
 	loadBasePort = 20000 // the 50 runs' local servers
@@ -73,7 +73,7 @@ const (
 type driver struct {
 	profile, work, netns, home, plug, tool, kubectl, ns string
 	serverIP, serverClusterIP, laptopIP, nodeIP         string
-	agentPort, sshdPort                                 int
+	agentPort, sshdPort, sshForwardPort                 int
 	sshKey                                              string
 	bytes                                               int64
 	rr, connects, concurrent, starts, runs              int

@@ -22,8 +22,10 @@ POD_RANGE=198.18.0.0/24
 
 # The Kubernetes namespace of the agent and the bench workloads.
 KNS=plug-bench
-# The OpenSSH baseline's sshd: on the node's address, beside the agent's NodePort.
+# The OpenSSH baseline's sshd: on the node's address, beside the agent's
+# NodePort; its ssh -R listens there on SSH_FORWARD_PORT.
 SSHD_PORT=2022
+SSH_FORWARD_PORT=19001
 
 say() { echo "bench: $*" >&2; }
 die() {
@@ -152,6 +154,11 @@ link_down() {
 # SSHD_PORT: the OpenSSH baseline (ssh -L to a Service's address, ssh -R on
 # the node's address).
 start_sshd() {
+	for port in "$SSHD_PORT" "$SSH_FORWARD_PORT"; do
+		if ss -Hltn "src $NODE_IP:$port" | grep -q .; then
+			die "$NODE_IP:$port is taken (an sshd of an earlier benchmark?): $(ss -Hltnp "src $NODE_IP:$port")"
+		fi
+	done
 	ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh_host_ed25519_key"
 	ssh-keygen -q -t ed25519 -N '' -f "$WORK/id_ed25519"
 	cp "$WORK/id_ed25519.pub" "$WORK/authorized_keys"
@@ -171,6 +178,8 @@ GatewayPorts clientspecified
 X11Forwarding no
 PrintMotd no
 LogLevel ERROR
+ClientAliveInterval 5
+ClientAliveCountMax 3
 EOF
 	# Debian's sshd wants a privilege separation user "sshd" and an empty
 	# /run/sshd: it gets both in a mount namespace of its own (a copy of
@@ -252,11 +261,11 @@ drive() {
 		bytes=67108864 rr=2000 connects=200 starts=3 runs=20
 		[ "$1" = wan ] && rr=300 connects=50
 	fi
-	"$TOOL" drive -profile "$1" -work "$WORK" -netns "$NETNS" -home "$WORK/home" \
+	"$TOOL" drive -profile "$1" -work "$OUT/logs" -netns "$NETNS" -home "$WORK/home" \
 		-plug "$PLUG" -tool "$TOOL" -kubectl "$KUBECTL" -ns "$KNS" \
 		-server-ip "$SERVER_IP" -server-cluster-ip "$SERVER_CLUSTER_IP" \
 		-laptop-ip "$LAPTOP_IP" -node-ip "$NODE_IP" \
-		-agent-port "$NODEPORT" -sshd-port "$SSHD_PORT" -ssh-key "$WORK/id_ed25519" \
+		-agent-port "$NODEPORT" -sshd-port "$SSHD_PORT" -ssh-forward-port "$SSH_FORWARD_PORT" -ssh-key "$WORK/id_ed25519" \
 		-bytes "$bytes" -rr "$rr" -connects "$connects" -concurrent 1000 \
 		-starts "$starts" -runs "$runs" -parallel="$parallel" >>"$CSV"
 }
@@ -284,7 +293,10 @@ cleanup() {
 		ip netns del "$NETNS"
 	fi
 	link_down
-	[ -n "${SSHD_PID:-}" ] && kill "$SSHD_PID" 2>/dev/null
+	if [ -n "${SSHD_PID:-}" ]; then
+		# The listener and the sessions it started (which hold the -R ports).
+		for pid in $(ps -o pid= --ppid "$SSHD_PID") "$SSHD_PID"; do kill "$pid" 2>/dev/null; done
+	fi
 	if [ -n "${FORWARD_RULES:-}" ]; then
 		iptables -D FORWARD -i "$LINK_HOST" -j ACCEPT
 		iptables -D FORWARD -o "$LINK_HOST" -j ACCEPT

@@ -43,7 +43,7 @@ func (d *driver) paths() error {
 		{"consume/openssh-agent", "127.0.0.1:" + strconv.Itoa(sshAgentPort), "laptop"},
 		{"consume/plug", "benchsrv:" + clusterPort, "plug -c"},
 		{"serve/raw", d.laptopIP + ":" + strconv.Itoa(laptopPort), "pod"},
-		{"serve/openssh", d.nodeIP + ":" + strconv.Itoa(sshNodePort), "pod"},
+		{"serve/openssh", d.nodeIP + ":" + strconv.Itoa(d.sshForwardPort), "pod"},
 		{"serve/openssh-agent", "benchssh:" + clusterPort, "pod"},
 		{"serve/plug", "benchup:" + clusterPort, "pod"},
 	}
@@ -100,7 +100,7 @@ func (d *driver) startPaths() ([]*background, error) {
 	}
 	if err := add("ssh-sshd", ssh(d.sshdPort, "root@"+d.nodeIP,
 		"-L", fmt.Sprintf("127.0.0.1:%d:%s:%d", sshLocalPort, d.serverClusterIP, serverPort),
-		"-R", fmt.Sprintf("%s:%d:127.0.0.1:%s", d.nodeIP, sshNodePort, lp))); err != nil {
+		"-R", fmt.Sprintf("%s:%d:127.0.0.1:%s", d.nodeIP, d.sshForwardPort, lp))); err != nil {
 		return procs, err
 	}
 	if err := add("ssh-agent", ssh(d.agentPort, "bench@"+d.nodeIP,
@@ -119,7 +119,7 @@ func (d *driver) startPaths() ([]*background, error) {
 		{d.laptopTool, fmt.Sprintf("127.0.0.1:%d", sshLocalPort)},
 		{d.laptopTool, fmt.Sprintf("127.0.0.1:%d", sshAgentPort)},
 		{d.pod, d.laptopIP + ":" + lp},
-		{d.pod, fmt.Sprintf("%s:%d", d.nodeIP, sshNodePort)},
+		{d.pod, fmt.Sprintf("%s:%d", d.nodeIP, d.sshForwardPort)},
 		{d.pod, fmt.Sprintf("benchssh:%d", serverPort)},
 		{d.pod, fmt.Sprintf("benchup:%d", serverPort)},
 	}

@@ -28,7 +28,7 @@ const (
 // API (polling until the Service exists) rather than in DNS, so that the
 // cluster DNS's negative cache of a name asked for before it existed (5 s
 // here, 30 s in a default CoreDNS) is not counted: plug cannot change it.
-// It prints "polling" once it polls, and "reached" when done.
+// It prints "polling" once it polls, and "reached UNIXNANO" when done.
 func poll(args []string) error {
 	fs := flag.NewFlagSet("poll", flag.ExitOnError)
 	ns := fs.String("ns", "", "the Service's namespace")
@@ -68,7 +68,7 @@ func poll(args []string) error {
 			resp.Body.Close()
 			last = strings.TrimSpace(string(body))
 			if last == *want {
-				fmt.Println("reached")
+				fmt.Println("reached", time.Now().UnixNano())
 				return nil
 			}
 		} else {

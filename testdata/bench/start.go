@@ -38,7 +38,7 @@ func (d *driver) sessionStart() error {
 		if len(samples) == 0 {
 			continue
 		}
-		d.logf("%s: %v", kind.path, samples)
+		d.logf("%s: %v; served after %v", kind.path, samples, served)
 		d.rowf(kind.path, "p50_ms", ms(percentile(samples, 50)))
 		d.rowf(kind.path, "max_ms", ms(slices.Max(samples)))
 		d.rowf(kind.path, "runs", float64(len(samples)))
@@ -46,7 +46,7 @@ func (d *driver) sessionStart() error {
 			d.rowf(kind.path, "served_p50_ms", ms(percentile(served, 50)))
 		}
 	}
-	return nil
+	return d.clusterFloor()
 }
 
 // stderrWatch reads what a run says on stderr, and notes when it said
@@ -167,4 +167,89 @@ func (d *driver) givenBack(name string) error {
 		}
 		return nil
 	})
+}
+
+// clusterFloor measures, -starts times, the cluster's own part of a
+// session start: a Service and an EndpointSlice created the way the agent
+// creates them for a new name (by kubectl, pointing at the deployed
+// benchto pod), from the moment both exist until a pod's request reaches
+// the pod. plug's "first request" less "served" compares with it.
+func (d *driver) clusterFloor() error {
+	out, err := output(d.kubectlCmd("get", "pod", "-l", "app="+takeoverName, "-o", "jsonpath={.items[0].status.podIP}"))
+	if err != nil {
+		return err
+	}
+	ip := strings.TrimSpace(out)
+	var samples []time.Duration
+	for i := range d.starts {
+		took, err := d.floorOnce(ip)
+		if err != nil {
+			d.fail("start/floor", fmt.Errorf("run %d: %w", i+1, err))
+			break
+		}
+		samples = append(samples, took)
+	}
+	if len(samples) == 0 {
+		return nil
+	}
+	d.logf("start/floor: %v", samples)
+	d.rowf("start/floor", "p50_ms", ms(percentile(samples, 50)))
+	d.rowf("start/floor", "max_ms", ms(slices.Max(samples)))
+	d.rowf("start/floor", "runs", float64(len(samples)))
+	return nil
+}
+
+const floorName = "benchfloor"
+
+func (d *driver) floorOnce(podIP string) (time.Duration, error) {
+	poller := d.pod("poll", "-ns", d.ns, "-svc", floorName, "-port", "80", "-want", "deployed", "-timeout", "60s")
+	pollOut, err := poller.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	var pollErr strings.Builder
+	poller.Stderr = &pollErr
+	if err := poller.Start(); err != nil {
+		return 0, err
+	}
+	defer poller.Process.Kill()
+	lines := make(chan string, 8)
+	go readLines(pollOut, lines)
+	if _, err := waitLine(lines, "polling", 30*time.Second); err != nil {
+		return 0, fmt.Errorf("the poller: %w %s", err, pollErr.String())
+	}
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %[1]s}
+spec:
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: %[1]s-1
+  labels: {kubernetes.io/service-name: %[1]s}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints: [{addresses: ["%[2]s"], conditions: {ready: true}}]
+`, floorName, podIP)
+	create := d.kubectlCmd("create", "-f", "-")
+	create.Stdin = strings.NewReader(manifest)
+	_, err = output(create)
+	created := time.Now()
+	defer func() {
+		output(d.kubectlCmd("delete", "--ignore-not-found", "svc/"+floorName, "endpointslice/"+floorName+"-1"))
+	}()
+	if err != nil {
+		return 0, err
+	}
+	reached, err := waitLine(lines, "reached", 30*time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("the poller: %w %s", err, pollErr.String())
+	}
+	nanos, err := strconv.ParseInt(reached, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("the poller said %q", reached)
+	}
+	return time.Unix(0, nanos).Sub(created), nil
 }
