@@ -88,11 +88,13 @@ const (
 // returning it tells every connected run the agent is going away, gives
 // back every name it holds (Platform.Release), and closes every
 // connection: this is the agent's SIGTERM path. It returns nil when ctx
-// ended, else the listener's error.
+// ended, else the listener's error. Unless GOGC is set, it sets the
+// process's garbage collector target for carrying streams (gc.go).
 func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	if a.Platform == nil || a.HostKey == nil {
 		return errors.New("tunnel: an Agent needs a Platform and a HostKey")
 	}
+	tuneGC()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.init(ctx)

@@ -83,7 +83,9 @@ const (
 var errSessionClosed = errors.New("the session with the agent is closed")
 
 // Connect opens a run on the agent at cfg.Addr. Its errors say what to do:
-// *UnreachableError, *HostKeyError, *AuthError, *EndedError.
+// *UnreachableError, *HostKeyError, *AuthError, *EndedError. Unless GOGC
+// is set, it sets the process's garbage collector target for carrying
+// streams (gc.go).
 func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if cfg.Addr == "" || cfg.User == "" || cfg.Signer == nil || cfg.HostKey == nil {
 		return nil, errors.New("tunnel: a ClientConfig needs Addr, User, Signer and HostKey")
@@ -91,6 +93,7 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if cfg.User == getUser {
 		return nil, errors.New("the user get only downloads plug from the agent; a profile needs another user name")
 	}
+	tuneGC()
 	if cfg.Run.ID == "" {
 		cfg.Run.ID = newRunID("")
 	} else if err := checkRunID(cfg.Run.ID); err != nil {
