@@ -12,11 +12,12 @@
 #          user-space link (benchtool link, two TUN devices)
 #
 # Writes testdata/bench/out/bench.csv and out/RESULTS.md (the table, the
-# machine, the command; copied to RESULTS.md beside this file for the
-# README) and prints the table; the logs of the processes it ran are in
-# out/logs. Run as root. Everything it
-# creates — the namespace, its link, the sshd, the Kubernetes namespace, the
-# processes — is removed at the end, on failure too.
+# machine, the command; a full run without failures copies it to
+# RESULTS.md beside this file, for the README) and prints the table; the
+# logs of the processes it ran are in out/logs. Run as root. Everything it
+# creates (the laptop's namespace and link, the sshd, the Kubernetes
+# namespace, the processes) is removed at the end, on failure too.
+# README.md beside this file explains the set-up and the measurements.
 #
 #   --quick      64 MiB transfers and fewer iterations, for a run in minutes
 #   --no-build   use dist/ and the bench tool as they are
@@ -34,7 +35,7 @@ for a in "$@"; do
 	*) die "unknown argument $a; use --quick and/or --no-build" ;;
 	esac
 done
-[ "$(id -u)" = 0 ] || die "run as root: it creates a network namespace and a veth pair"
+[ "$(id -u)" = 0 ] || die "run as root: it creates a network namespace and its link"
 
 started=$(date +%s)
 rm -rf "$OUT/logs"
