@@ -12,25 +12,10 @@ import (
 
 // sinkServer reads and discards everything, then answers with one byte.
 func sinkServer(tb testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(io.Discard, c)
-				c.Write([]byte{1})
-			}()
-		}
-	}()
-	return l.Addr().String()
+	return serveEach(tb, func(c net.Conn) {
+		io.Copy(io.Discard, c)
+		c.Write([]byte{1})
+	})
 }
 
 // BenchmarkServedName measures what a caller in the cluster sends to a

@@ -137,11 +137,28 @@ func (l *lines) events(e tunnel.Event) {
 // the test ends.
 func echoServer(t *testing.T, prefix string) string {
 	t.Helper()
+	return serveEach(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			io.WriteString(c, prefix+line)
+		}
+	})
+}
+
+// serveEach listens on a loopback port until the test ends, handles each
+// connection with handle in its own goroutine and closes it after, and
+// returns the port's address.
+func serveEach(tb testing.TB, handle func(net.Conn)) string {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	tb.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -150,14 +167,7 @@ func echoServer(t *testing.T, prefix string) string {
 			}
 			go func() {
 				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					io.WriteString(c, prefix+line)
-				}
+				handle(c)
 			}()
 		}
 	}()

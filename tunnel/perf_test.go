@@ -15,24 +15,7 @@ import (
 // echoBytes answers each byte it reads with the same byte, until the test
 // ends: what a small request/response protocol looks like to the tunnel.
 func echoBytes(tb testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	return l.Addr().String()
+	return serveEach(tb, func(c net.Conn) { io.Copy(c, c) })
 }
 
 // servedEcho starts an agent and a session serving "echo" at an echo
