@@ -45,16 +45,7 @@ func (r *stopRecorder) Fatalf(format string, args ...any) {
 }
 
 func needKubeWithout(t *testing.T, ci string) *stopRecorder {
-	t.Setenv("PLUG_TEST_ENV_DIR", t.TempDir())
-	t.Setenv("CI", ci)
-	r := &stopRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		NeedKube(r)
-	}()
-	<-done
-	return r
+	return stopped(t, ci, func(tb testing.TB) { NeedKube(tb) })
 }
 
 func TestNeedKubeWithoutClusterSkipsOrFailsInCI(t *testing.T) {
