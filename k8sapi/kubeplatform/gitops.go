@@ -121,10 +121,7 @@ func argoRemedy(app, name, ns string) string {
 }
 
 func fluxRemedy(kind, owner, ownerNS string) string {
-	of := fmt.Sprintf("the %s %s", kind, owner)
-	if ownerNS != "" {
-		of += " (namespace " + ownerNS + ")"
-	}
+	of := theObject(kind, owner, ownerNS)
 	return fmt.Sprintf("Tell Flux to leave the Service alone: on the Service in your repository (or through a spec.patches entry of %s):\n"+
 		"metadata:\n"+
 		"  annotations:\n"+
@@ -133,10 +130,7 @@ func fluxRemedy(kind, owner, ownerNS string) string {
 }
 
 func fluxHelmRemedy(release, releaseNS, name, ns string) string {
-	of := "the HelmRelease " + release
-	if releaseNS != "" {
-		of += " (namespace " + releaseNS + ")"
-	}
+	of := theObject("HelmRelease", release, releaseNS)
 	return fmt.Sprintf("Flux's helm-controller corrects drift when %s has spec.driftDetection.mode: enabled. Tell it to ignore the two fields plug changes:\n"+
 		"spec:\n"+
 		"  driftDetection:\n"+
@@ -150,10 +144,7 @@ func fluxHelmRemedy(release, releaseNS, name, ns string) string {
 }
 
 func fleetRemedy(bundle, bundleNS, name, ns string) string {
-	of := "the bundle " + bundle
-	if bundleNS != "" {
-		of += " (namespace " + bundleNS + ")"
-	}
+	of := theObject("bundle", bundle, bundleNS)
 	return fmt.Sprintf("Fleet compares with the patches declared in the fleet.yaml of %s; add:\n"+
 		"diff:\n"+
 		"  comparePatches:\n"+
@@ -232,4 +223,14 @@ func (p *Platform) takenAgain(name string) {
 	if again {
 		p.logf("%s: its selector is gone again: plug's endpoints are written again", name)
 	}
+}
+
+// theObject names a controller's object for a remedy: "the KIND NAME", with
+// its namespace when it is known.
+func theObject(kind, name, ns string) string {
+	of := "the " + kind + " " + name
+	if ns != "" {
+		of += " (namespace " + ns + ")"
+	}
+	return of
 }
