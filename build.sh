@@ -5,10 +5,13 @@
 #   ./build.sh binaries     dist/plug-<os>-<arch>[.exe] and dist/SHA256SUMS
 #   ./build.sh image        dist/plug-image.tar (a Docker archive, FROM scratch):
 #                           /plug (linux/amd64, runs `plug agent`), the CLI
-#                           binaries it serves in /bin, /var/lib/plug for its state
+#                           binaries it serves in /bin, /var/lib/plug for its state;
+#                           tagged plug:dev and plug:VERSION, or PLUG_IMAGE_TAGS
+#                           (space-separated) when set
 #   ./build.sh vet          go vet for linux, darwin and windows
 #   ./build.sh test         the whole test suite on a real local Kubernetes and
-#                           Docker Swarm: installs what is missing, starts both,
+#                           Docker Swarm: installs what is missing (the SMB
+#                           clients: testdata/smb/deps.sh), starts both,
 #                           runs every test, tears both down (run as root)
 #   ./build.sh demo         plug doing its job on the local Kubernetes, narrated
 #                           (run as root)
@@ -19,7 +22,8 @@
 #                           packs a directory into a FROM-scratch Docker archive
 #                           that `docker load` and `ctr images import` accept;
 #                           MKIMAGE_ENTRYPOINT (default /plug) and MKIMAGE_CMD
-#                           (arguments, space-separated, default none) set how it starts
+#                           (arguments, space-separated, default none) set how it starts;
+#                           MKIMAGE_ENV (NAME=VALUE items, space-separated) its ENV
 set -eu
 
 cd "$(dirname "$0")"
@@ -55,10 +59,11 @@ mkimage() {
 	mkdir "$work/$layer"
 	mv "$work/layer.tar" "$work/$layer/layer.tar"
 	entry=${MKIMAGE_ENTRYPOINT:-/plug}
-	cmd=
+	cmd= env=
 	for a in ${MKIMAGE_CMD:-}; do cmd="$cmd\"$a\","; done
+	for e in ${MKIMAGE_ENV:-}; do env="$env\"$e\","; done
 	cat >"$work/config.json" <<EOF
-{"architecture":"amd64","os":"linux","config":{"User":"65532","Entrypoint":["$entry"],"Cmd":[${cmd%,}],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:$layer"]}}
+{"architecture":"amd64","os":"linux","config":{"User":"65532","Env":[${env%,}],"Entrypoint":["$entry"],"Cmd":[${cmd%,}],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:$layer"]}}
 EOF
 	config=$(sha256sum "$work/config.json" | cut -d' ' -f1)
 	mv "$work/config.json" "$work/$config.json"
@@ -75,8 +80,8 @@ image() {
 	chmod 1777 "$root/tmp" "$root/var/lib/plug"
 	cp dist/plug-linux-amd64 "$root/plug"
 	cp dist/plug-*-* dist/SHA256SUMS "$root/bin/"
-	tags=plug:dev
-	[ "$VERSION" = dev ] || tags="plug:$VERSION $tags"
+	tags=${PLUG_IMAGE_TAGS:-plug:dev}
+	[ "$VERSION" = dev ] || [ -n "${PLUG_IMAGE_TAGS:-}" ] || tags="plug:$VERSION $tags"
 	# shellcheck disable=SC2086 # tags are words
 	(MKIMAGE_CMD=agent mkimage "$root" dist/plug-image.tar $tags)
 	rm -rf "$root"
@@ -98,14 +103,15 @@ clusters_down() {
 }
 
 test_all() {
+	testdata/smb/deps.sh
 	image
 	testdata/cluster/up.sh
 	testdata/swarm/up.sh
 	trap 'clusters_down || exit 1' EXIT
 	vet
-	go test -count=1 ./...
+	go test -count=1 -timeout 30m ./...
 	for m in testdata/workload testdata/cluster testdata/swarm; do
-		(cd "$m" && go test -count=1 ./...)
+		(cd "$m" && go test -count=1 -timeout 30m ./...)
 	done
 }
 

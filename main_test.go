@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 
 	"plug/keys"
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -123,7 +122,7 @@ func (w *world) plugOK(t *testing.T, args ...string) string {
 // running is a plug run in progress.
 type running struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *tunneltest.Buffer
 	exited chan struct{}
 	code   int
 }
@@ -131,7 +130,7 @@ type running struct {
 // start starts `plug ARGS...` with the helper's environment.
 func (w *world) start(t *testing.T, env []string, args ...string) *running {
 	t.Helper()
-	r := &running{cmd: exec.Command(plugBin, args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	r := &running{cmd: exec.Command(plugBin, args...), stderr: &tunneltest.Buffer{}, exited: make(chan struct{})}
 	r.cmd.Env = w.env(env...)
 	r.cmd.Stderr = r.stderr
 	// Its own process group, so that cleanup can kill CMD with it.
@@ -184,20 +183,6 @@ func (w *world) greeting(address string) (string, error) {
 	return strings.TrimSpace(line), err
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -218,14 +203,14 @@ func TestRunServesReconnectsAndGivesBack(t *testing.T) {
 	r := w.start(t, helperEnv(local, 7), "-p", "test", "-s", fmt.Sprintf("web:80:%d", local), "--", os.Args[0])
 
 	reached := func() bool { line, err := w.greeting("web:80"); return err == nil && line == "hello from the laptop" }
-	waitFor(t, 15*time.Second, "a pod to reach the local process as web:80", reached)
+	clustertest.Until(t, 15*time.Second, "a pod to reach the local process as web:80", reached)
 	if want := fmt.Sprintf("plug: web:80 → localhost:%d (web is new in the cluster)", local); !strings.Contains(r.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 	}
 
 	w.proxy.Cut()
-	waitFor(t, 15*time.Second, "plug to reconnect", func() bool { return strings.Contains(r.stderr.String(), "reconnected") })
-	waitFor(t, 15*time.Second, "web:80 to reach the local process again", reached)
+	clustertest.Until(t, 15*time.Second, "plug to reconnect", func() bool { return strings.Contains(r.stderr.String(), "reconnected") })
+	clustertest.Until(t, 15*time.Second, "web:80 to reach the local process again", reached)
 	if n := w.platform.Count("serve", "web"); n != 1 {
 		t.Errorf("the platform served web %d times; the run should have kept it across the reconnect", n)
 	}
@@ -274,11 +259,11 @@ func TestRunSecondInterruptForces(t *testing.T) {
 	w := newWorld(t)
 	local := freePort(t)
 	r := w.start(t, append(helperEnv(local, 7), "PLUG_TEST_IGNORE_INT=1"), "-p", "test", "-s", fmt.Sprintf("web:80:%d", local), "--", os.Args[0])
-	waitFor(t, 15*time.Second, "web:80 to be served", func() bool { _, err := w.greeting("web:80"); return err == nil })
+	clustertest.Until(t, 15*time.Second, "web:80 to be served", func() bool { _, err := w.greeting("web:80"); return err == nil })
 	r.cmd.Process.Signal(os.Interrupt)
 	// Two signals sent at once may arrive as one: send the second once CMD
 	// has the first.
-	waitFor(t, 5*time.Second, "CMD to get the first interrupt", func() bool {
+	clustertest.Until(t, 5*time.Second, "CMD to get the first interrupt", func() bool {
 		return strings.Contains(r.stderr.String(), "helper: ignoring SIGINT")
 	})
 	select {
@@ -290,7 +275,7 @@ func TestRunSecondInterruptForces(t *testing.T) {
 	if code := r.wait(t); code != 128+int(syscall.SIGINT) {
 		t.Errorf("exit %d after a second interrupt, want %d", code, 128+int(syscall.SIGINT))
 	}
-	waitFor(t, 5*time.Second, "the helper to be gone", func() bool { _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local)); return err != nil })
+	clustertest.Until(t, 5*time.Second, "the helper to be gone", func() bool { _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local)); return err != nil })
 }
 
 // TestRunEndedByAgent: the agent ends the run; plug says why, stops CMD as
@@ -300,7 +285,7 @@ func TestRunEndedByAgent(t *testing.T) {
 	local := freePort(t)
 	r := w.start(t, helperEnv(local, 0), "-p", "test", "-s", fmt.Sprintf("web:80:%d", local), "--", os.Args[0])
 	var held tunnel.Binding
-	waitFor(t, 15*time.Second, "web to be served", func() bool {
+	clustertest.Until(t, 15*time.Second, "web to be served", func() bool {
 		var ok bool
 		held, ok = w.platform.Held("web")
 		return ok
@@ -382,22 +367,4 @@ func mustParse(t *testing.T, line string) ssh.PublicKey {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -17,9 +17,10 @@ import (
 
 // Client talks to one API server. It is safe for concurrent use.
 type Client struct {
-	base  *url.URL
-	http  *http.Client
-	token func() (string, error)
+	base    *url.URL
+	http    *http.Client
+	upgrade *http.Client // HTTP/1.1 only, for WebSocket upgrades
+	token   func() (string, error)
 }
 
 // New returns a Client for cfg.
@@ -43,7 +44,16 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:   4,
 		ForceAttemptHTTP2:     true,
 	}
-	return &Client{base: u, http: &http.Client{Transport: transport}, token: cfg.Token}, nil
+	// An upgrade to a WebSocket (exec.go) needs HTTP/1.1: a transport of
+	// its own that never offers HTTP/2.
+	upgrade := transport.Clone()
+	upgrade.ForceAttemptHTTP2 = false
+	upgrade.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if cfg.TLS != nil {
+		upgrade.TLSClientConfig = cfg.TLS.Clone()
+		upgrade.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
+	return &Client{base: u, http: &http.Client{Transport: transport}, upgrade: &http.Client{Transport: upgrade}, token: cfg.Token}, nil
 }
 
 // request is one call of the REST API.
@@ -58,7 +68,27 @@ type request struct {
 // send performs r and returns the response of a success. A failure is
 // returned as an *APIError decoded from the server's Status; the response
 // body is then already closed.
+// Host is the API server's host:port as the client reaches it.
+func (c *Client) Host() string { return c.base.Host }
+
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+	req, err := c.newRequest(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes API %s %s: %w", r.method, r.path, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	return nil, decodeFailure(r.method, r.path, resp)
+}
+
+// newRequest is the HTTP request of r, with the caller's credentials.
+func (c *Client) newRequest(ctx context.Context, r request) (*http.Request, error) {
 	var body io.Reader
 	if r.body != nil {
 		b, err := json.Marshal(r.body)
@@ -90,15 +120,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes API %s %s: %w", r.method, r.path, err)
-	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	return nil, decodeFailure(r.method, r.path, resp)
+	return req, nil
 }
 
 // decodeFailure turns a failed response into an *APIError.

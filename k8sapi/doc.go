@@ -1,8 +1,9 @@
 // Package k8sapi is plug's own small client for the Kubernetes REST API,
 // written on net/http and encoding/json so that a security review reads all
 // of it. It speaks only what plug uses: Services, EndpointSlices, Endpoints,
-// Pods, Secrets and SelfSubjectAccessReviews, with the fields plug reads or
-// writes.
+// Pods, Secrets, ConfigMaps, the workloads (Deployments, StatefulSets,
+// DaemonSets, Jobs) and SelfSubjectAccessReviews, with the fields plug reads
+// or writes, and pods/exec over a WebSocket (exec.go).
 //
 // A Client is made from a Config, which comes from the pod's service account
 // (InCluster) or from a kubeconfig file (LoadKubeconfig). Every call goes

@@ -16,11 +16,19 @@ type Status struct {
 	Code    int           `json:"code,omitempty"`
 }
 
-// StatusDetails names the object a Status is about.
+// StatusDetails names the object a Status is about, and its causes.
 type StatusDetails struct {
-	Name  string `json:"name,omitempty"`
-	Kind  string `json:"kind,omitempty"`
-	Group string `json:"group,omitempty"`
+	Name   string        `json:"name,omitempty"`
+	Kind   string        `json:"kind,omitempty"`
+	Group  string        `json:"group,omitempty"`
+	Causes []StatusCause `json:"causes,omitempty"`
+}
+
+// StatusCause is one cause of a Status, e.g. the exit code of a command
+// that exec ran (reason "ExitCode").
+type StatusCause struct {
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // Status reasons plug tells apart.

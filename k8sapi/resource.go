@@ -22,6 +22,10 @@ var (
 	KindPod           = Kind{"", "v1", "pods", "Pod"}
 	KindSecret        = Kind{"", "v1", "secrets", "Secret"}
 	KindEndpointSlice = Kind{"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"}
+	KindEvent         = Kind{"", "v1", "events", "Event"}
+	KindConfigMap     = Kind{"", "v1", "configmaps", "ConfigMap"}
+	KindLease         = Kind{"coordination.k8s.io", "v1", "leases", "Lease"}
+	KindPVC           = Kind{"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"}
 )
 
 // APIVersion is the kind's "group/version" (or "v1" for core).
@@ -71,6 +75,19 @@ func (c *Client) Pods(ns string) Resource[Pod] { return Resources[Pod](c, KindPo
 
 // Secrets are the namespace's Secrets.
 func (c *Client) Secrets(ns string) Resource[Secret] { return Resources[Secret](c, KindSecret, ns) }
+
+// Events are the namespace's core/v1 Events.
+func (c *Client) Events(ns string) Resource[ObjectEvent] {
+	return Resources[ObjectEvent](c, KindEvent, ns)
+}
+
+// ConfigMaps are the namespace's ConfigMaps.
+func (c *Client) ConfigMaps(ns string) Resource[ConfigMap] {
+	return Resources[ConfigMap](c, KindConfigMap, ns)
+}
+
+// Leases are the namespace's coordination.k8s.io Leases.
+func (c *Client) Leases(ns string) Resource[Lease] { return Resources[Lease](c, KindLease, ns) }
 
 func (r Resource[T]) objectPath(name string) string { return r.path + "/" + url.PathEscape(name) }
 
@@ -124,6 +141,13 @@ func (r Resource[T]) List(ctx context.Context, opts ListOptions) (*List[T], erro
 func (r Resource[T]) Create(ctx context.Context, obj *T) (*T, error) {
 	var out T
 	return &out, r.c.do(ctx, request{method: http.MethodPost, path: r.path, body: obj}, &out)
+}
+
+// CreateDryRun asks whether obj would be created (dryRun=All): the API
+// server validates and admits it, and stores nothing. Its error is what
+// Create would fail with.
+func (r Resource[T]) CreateDryRun(ctx context.Context, obj *T) error {
+	return r.c.do(ctx, request{method: http.MethodPost, path: r.path, query: url.Values{"dryRun": {"All"}}, body: obj}, nil)
 }
 
 // Update replaces the object called name with obj. When obj carries a

@@ -2,13 +2,16 @@ package k8sapi
 
 // ObjectMeta is the metadata plug reads and writes on any object.
 type ObjectMeta struct {
-	Name              string            `json:"name,omitempty"`
-	Namespace         string            `json:"namespace,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	ResourceVersion   string            `json:"resourceVersion,omitempty"`
+	Name            string `json:"name,omitempty"`
+	Namespace       string `json:"namespace,omitempty"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Generation counts the changes of the object's spec (workloads).
+	Generation        int64             `json:"generation,omitempty"`
 	Labels            map[string]string `json:"labels,omitempty"`
 	Annotations       map[string]string `json:"annotations,omitempty"`
 	OwnerReferences   []OwnerReference  `json:"ownerReferences,omitempty"`
+	CreationTimestamp string            `json:"creationTimestamp,omitempty"` // RFC 3339, UTC: ordered as text
 	DeletionTimestamp *string           `json:"deletionTimestamp,omitempty"`
 }
 
@@ -24,10 +27,11 @@ type OwnerReference struct {
 
 // ObjectReference points at one object, e.g. the pod behind an endpoint.
 type ObjectReference struct {
-	Kind      string `json:"kind,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name,omitempty"`
-	UID       string `json:"uid,omitempty"`
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name,omitempty"`
+	UID        string `json:"uid,omitempty"`
 }
 
 // TypeMeta names an object's kind in the bodies sent to the server.

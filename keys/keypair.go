@@ -12,6 +12,24 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
+// NewPrivateKey makes a fresh ed25519 key and returns it in the OpenSSH
+// private key format (PEM) with comment, and its public key.
+func NewPrivateKey(comment string) (private []byte, public ssh.PublicKey, err error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return nil, nil, err
+	}
+	public, err = ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(block), public, nil
+}
+
 // GenerateKey creates the ed25519 key pair of profile name, with comment
 // carried in both files (it tells deposited keys apart, e.g. "me@laptop").
 // An existing key pair is refused with an *ExistsError unless force is set.
@@ -24,15 +42,7 @@ func (s Store) GenerateKey(name, comment string, force bool) (ssh.PublicKey, err
 	if !force && (exists(path) || exists(path+".pub")) {
 		return nil, &ExistsError{What: "key pair", Name: name, Path: path}
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, comment)
-	if err != nil {
-		return nil, err
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
+	private, sshPub, err := NewPrivateKey(comment)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +55,7 @@ func (s Store) GenerateKey(name, comment string, force bool) (ssh.PublicKey, err
 	}
 	// The private key goes first: a public key without its private key
 	// would look usable to `plug pubkey`.
-	if err := writeFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := writeFile(path, private, 0o600); err != nil {
 		return nil, err
 	}
 	if err := writeFile(path+".pub", []byte(line+"\n"), 0o644); err != nil {

@@ -1,14 +1,12 @@
 // Package swarmapi speaks the Docker Engine API over the engine's unix
-// socket, with net/http alone, and implements plug's Swarm platform on top
-// of it: the agent runs as a Swarm service with the socket mounted, serves
-// names on the application's overlay networks through small relay services,
-// and parks deployed services for the length of a session.
+// socket, with net/http alone. Package swarmplatform builds plug's Swarm
+// platform on it.
 //
 // The client covers what the platform needs: version negotiation, services
 // (with optimistic concurrency on updates), tasks, containers, networks,
-// images and the engine's swarm state. Every failed call returns an *Error
-// or a *SocketError, so callers can tell "not found" and "conflict" from
-// "cannot reach the engine at all".
+// images, events and the engine's swarm state. Every failed call returns an
+// *Error or a *SocketError, so callers can tell "not found" and "conflict"
+// from "cannot reach the engine at all".
 package swarmapi
 
 import (
@@ -133,15 +131,22 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if out == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decoding the answer to %s %s: %w", method, path, err)
+	if err := readAnswer(resp, out); err != nil {
+		return fmt.Errorf("reading the answer to %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// readAnswer decodes the JSON body of resp into out or, when out is nil,
+// reads the body to its end so that the connection serves the next call;
+// either way it closes the body.
+func readAnswer(resp *http.Response, out any) error {
+	defer resp.Body.Close()
+	if out == nil {
+		_, err := io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // send makes a request and returns the engine's successful answer, whose
@@ -178,6 +183,22 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		return nil, responseError(method, path, resp)
 	}
 	return resp, nil
+}
+
+// list is the engine's answer to GET path for the objects matching filter.
+func list[T any](ctx context.Context, c *Client, path string, filter map[string][]string) ([]T, error) {
+	var out []T
+	err := c.do(ctx, http.MethodGet, path, filters(filter), nil, &out)
+	return out, err
+}
+
+// get is the engine's answer to GET path?query for one object.
+func get[T any](ctx context.Context, c *Client, path string, query url.Values) (*T, error) {
+	var out T
+	if err := c.do(ctx, http.MethodGet, path, query, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // filters encodes the engine's filter argument: {"key":["value",...]}.

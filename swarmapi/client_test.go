@@ -76,7 +76,7 @@ func TestVersionNegotiation(t *testing.T) {
 		{"1.45", "1.24", "/v1.45/", ""},
 		{"1.60", "1.44", "/v" + MaxAPIVersion + "/", ""},
 		{"1.40", "1.12", "", "Docker 20.10 or newer"},
-		{"1.70", "1.60", "", "update plug"},
+		{"1.70", "1.60", "", "update the agent's image to a plug release"},
 		{"", "", "", "did not say which API version"},
 	}
 	for _, tc := range cases {

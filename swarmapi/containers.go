@@ -2,7 +2,6 @@ package swarmapi
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 )
 
@@ -14,6 +13,9 @@ type Container struct {
 		Hostname string
 		Image    string
 		Labels   map[string]string
+		// Env is the container's environment, NAME=VALUE: its image's ENV
+		// with the service's or run's variables over it.
+		Env []string
 	}
 	State struct {
 		Running bool
@@ -28,14 +30,11 @@ type Container struct {
 type EndpointSettings struct {
 	NetworkID string
 	IPAddress string
+	Gateway   string // the network's gateway: the host, on a bridge
 	Aliases   []string
 }
 
 // Container inspects a container by ID, ID prefix or name.
 func (c *Client) Container(ctx context.Context, id string) (*Container, error) {
-	var out Container
-	if err := c.do(ctx, http.MethodGet, "/containers/"+url.PathEscape(id)+"/json", nil, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return get[Container](ctx, c, "/containers/"+url.PathEscape(id)+"/json", nil)
 }

@@ -2,7 +2,6 @@ package swarmapi
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"strings"
 )
@@ -15,6 +14,7 @@ type Image struct {
 		ExposedPorts map[string]struct{} // "8080/tcp": {}
 		Entrypoint   []string
 		User         string
+		Env          []string // the image's ENV, NAME=VALUE
 	}
 }
 
@@ -25,9 +25,5 @@ func (c *Client) Image(ctx context.Context, name string) (*Image, error) {
 	for i, p := range parts {
 		parts[i] = url.PathEscape(p)
 	}
-	var out Image
-	if err := c.do(ctx, http.MethodGet, "/images/"+strings.Join(parts, "/")+"/json", nil, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return get[Image](ctx, c, "/images/"+strings.Join(parts, "/")+"/json", nil)
 }

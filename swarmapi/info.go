@@ -2,7 +2,6 @@ package swarmapi
 
 import (
 	"context"
-	"net/http"
 )
 
 // Info is the part of GET /info plug reads: the engine and its place in a
@@ -25,9 +24,5 @@ type SwarmInfo struct {
 
 // Info returns the engine's identity and swarm state.
 func (c *Client) Info(ctx context.Context) (*Info, error) {
-	var info Info
-	if err := c.do(ctx, http.MethodGet, "/info", nil, nil, &info); err != nil {
-		return nil, err
-	}
-	return &info, nil
+	return get[Info](ctx, c, "/info", nil)
 }

@@ -2,7 +2,6 @@ package swarmapi
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 )
 
@@ -21,16 +20,10 @@ type Network struct {
 // Networks lists the networks matching filter ("driver", "name", "scope",
 // "label", "id").
 func (c *Client) Networks(ctx context.Context, filter map[string][]string) ([]Network, error) {
-	var out []Network
-	err := c.do(ctx, http.MethodGet, "/networks", filters(filter), nil, &out)
-	return out, err
+	return list[Network](ctx, c, "/networks", filter)
 }
 
 // Network inspects a network by ID or name.
 func (c *Client) Network(ctx context.Context, id string) (*Network, error) {
-	var out Network
-	if err := c.do(ctx, http.MethodGet, "/networks/"+url.PathEscape(id), nil, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return get[Network](ctx, c, "/networks/"+url.PathEscape(id), nil)
 }

@@ -38,9 +38,17 @@ type ServiceSpec struct {
 	TaskTemplate TaskSpec
 	Mode         ServiceMode
 	EndpointSpec *EndpointSpec `json:",omitempty"`
+	UpdateConfig *UpdateConfig `json:",omitempty"`
 	// Networks is the deprecated place of TaskTemplate.Networks that
 	// services created by old clients still carry.
 	Networks []NetworkAttachmentConfig `json:",omitempty"`
+}
+
+// UpdateConfig says how a service's tasks are replaced when its spec
+// changes: Order "start-first" starts the new task before the old one
+// stops, "stop-first" (the engine's default) the other way round.
+type UpdateConfig struct {
+	Order string `json:",omitempty"`
 }
 
 // TaskSpec is the template of a service's tasks.
@@ -170,19 +178,12 @@ func (s *Service) RawSpec() (RawSpec, error) {
 // Services lists the services matching filter ("name" matches name
 // prefixes, "label" takes "key" or "key=value", "id" ID prefixes).
 func (c *Client) Services(ctx context.Context, filter map[string][]string) ([]Service, error) {
-	var out []Service
-	err := c.do(ctx, http.MethodGet, "/services", filters(filter), nil, &out)
-	return out, err
+	return list[Service](ctx, c, "/services", filter)
 }
 
 // Service inspects the service with the given ID.
 func (c *Client) Service(ctx context.Context, id string) (*Service, error) {
-	var s Service
-	q := url.Values{"insertDefaults": {"false"}}
-	if err := c.do(ctx, http.MethodGet, "/services/"+url.PathEscape(id), q, nil, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return get[Service](ctx, c, "/services/"+url.PathEscape(id), url.Values{"insertDefaults": {"false"}})
 }
 
 // CreateService creates a service and returns its ID. A taken name is an

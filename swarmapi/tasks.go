@@ -2,7 +2,6 @@ package swarmapi
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"time"
 )
@@ -69,16 +68,10 @@ func (t *Task) Ended() bool {
 // Tasks lists the tasks matching filter ("service", "desired-state",
 // "node", "label", "id", "name").
 func (c *Client) Tasks(ctx context.Context, filter map[string][]string) ([]Task, error) {
-	var out []Task
-	err := c.do(ctx, http.MethodGet, "/tasks", filters(filter), nil, &out)
-	return out, err
+	return list[Task](ctx, c, "/tasks", filter)
 }
 
 // Task inspects the task with the given ID.
 func (c *Client) Task(ctx context.Context, id string) (*Task, error) {
-	var t Task
-	if err := c.do(ctx, http.MethodGet, "/tasks/"+url.PathEscape(id), nil, nil, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return get[Task](ctx, c, "/tasks/"+url.PathEscape(id), nil)
 }

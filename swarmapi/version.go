@@ -51,7 +51,7 @@ func negotiate(v Version) (string, error) {
 	}
 	if v.MinAPIVersion != "" && compareAPIVersions(use, v.MinAPIVersion) < 0 {
 		return "", &VersionError{Engine: v, Reason: fmt.Sprintf(
-			"the engine no longer speaks API %s, the newest this plug knows; update plug (plug update) to a release that speaks API %s", use, v.MinAPIVersion)}
+			"the engine no longer speaks API %s, the newest this plug knows; update the agent's image to a plug release that speaks API %s", use, v.MinAPIVersion)}
 	}
 	return use, nil
 }

@@ -5,35 +5,48 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"net"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"plug/tunnel/handout"
 )
 
 // Agent is plug's SSH server in the cluster. Developers authenticate by
 // public key; the agent dials cluster names for them (direct-tcpip),
 // publishes their processes under cluster names (tcpip-forward with the name
 // as bind address), and, to the unauthenticated user "get", hands out the
-// installer and the CLI binaries. Plain OpenSSH works as a client.
+// installer and the CLI binaries (package handout). Plain OpenSSH works as a client.
 //
 // Set the exported fields, then call Serve once.
 type Agent struct {
 	Platform Platform
 	HostKey  ssh.Signer
 
-	// Admit decides whether a key may open runs as user. Nil admits any key
-	// (open admission). Its error text is shown to the developer.
-	Admit func(user string, key ssh.PublicKey) error
+	// Closed, when set, names the operator's switch that closes the
+	// tunnel (e.g. "PLUG_TUNNEL=closed"): the agent refuses every run and
+	// doctor saying so, and serves nothing (closing.go).
+	Closed string
+
+	// Keys decides which keys may open runs, and who sees and ends the
+	// runs of others (keys.go). Nil admits any key (open admission), and
+	// shows each developer their own runs only.
+	Keys Keys
 
 	// BinDir holds the CLI binaries served to the get user, named
 	// plug-<os>-<arch>[.exe], and their SHA256SUMS.
 	BinDir string
 
 	// PublicAddr is the host:port developers reach the agent by, if known;
-	// the installer uses it when it is not given one.
+	// the installer uses it when it is not given one. When it is empty and
+	// the Platform is a PublicAddresser, Serve asks the Platform once, and
+	// logs what it found and what that assumes.
 	PublicAddr string
 
 	// ID names this agent instance (pod or task name) in Holder.Agent.
@@ -47,35 +60,82 @@ type Agent struct {
 	// three unanswered checks close the connection. Default 5 s.
 	KeepAlive time.Duration
 
+	// Limits are the caps on what one key, and all together, may hold;
+	// zero fields take DefaultLimits.
+	Limits Limits
+
+	// Drain is how long the listener of a name given back goes on taking
+	// callers (and passing them to the deployed service) once the platform
+	// has moved the name's endpoints: the cluster's routing may send some
+	// here a moment longer. Default 5 s.
+	Drain time.Duration
+
+	// MoveWait bounds how long a stopping agent waits for each connected
+	// run to move to another agent (Serve) before it gives the run's names
+	// back. Default 30 s.
+	MoveWait time.Duration
+
+	// Dial are the address ranges runs may dial beyond the cluster's names
+	// (PLUG_DIAL; see dialpolicy.go). None by default.
+	Dial []netip.Prefix
+
+	// ReadyFile, when set, exists exactly while the agent serves runs
+	// (ready.go): a readiness probe checks it.
+	ReadyFile string
+
 	// Logf receives one line per noteworthy event (runs opened and ended,
-	// names served and given back). Default log.Printf.
+	// names served and given back, what was refused). Default log.Printf.
+	// What a peer chose is escaped (PeerText), and each peer's lines are
+	// rate-limited.
 	Logf func(format string, args ...any)
+
+	// Audit receives the audit trail (audit.go): each run opened and how it
+	// ended, each name served and given back, each key refused. Nil drops
+	// it; plug agent writes it on its standard output with AuditJSON. It is
+	// called from many goroutines, and must not block for long.
+	Audit func(AuditEvent)
 
 	ctx      context.Context // Serve's context, for the platform calls of runs
 	config   *ssh.ServerConfig
-	getSlots chan struct{} // one token per get connection in progress
-	preAuth  chan struct{} // one token per handshake in progress
-	names    catalogState  // the platform's names, told to every run
-	gate     *rightsGate   // the agent's rights: it serves runs once they suffice
+	handout  *handout.Server // what the get user is handed
+	unauth   addrLimiter     // handshakes and get connections, by source address
+	usage    *usage          // what each key holds, against Limits
+	plog     *peerLog        // the log, rate-limited per peer
+	dial     *dialPolicy     // what runs may dial
+	names    catalogState    // the platform's names, told to every run
+	gate     *rightsGate     // the agent's rights: it serves runs once they suffice
+	recorder *recorder       // the runs' records in the cluster (agent_records.go)
+	envSlots chan struct{}   // one token per environment being read (agent_env.go)
+	refused  refusals        // when each refused key was last audited
+	updates  updates         // plug update --agent in progress (agentupdate.go)
 
 	mu      sync.Mutex
+	stop    context.CancelFunc // ends Serve
+	final   *ending            // how Stop ends the runs; nil: as a restart would
 	closing bool
 	runs    map[string]*run
 	raw     map[net.Conn]struct{} // every accepted connection still open
-	wg      sync.WaitGroup        // connection handlers and binding listeners
+
+	frontsMu sync.Mutex        // taken after a run's mu, never before
+	fronts   map[string]*front // the names personal takeovers share, by name
+	wg       sync.WaitGroup    // connection handlers and binding listeners
 }
 
 const (
-	getUser          = "get"
-	defaultGrace     = 60 * time.Second
-	handshakeTimeout = 20 * time.Second
-	maxHandshakes    = 64
+	getUser         = handout.User
+	defaultGrace    = 60 * time.Second
+	defaultDrain    = 5 * time.Second
+	defaultMoveWait = 30 * time.Second
+	// publicAddrTimeout bounds the Platform's search for the agent's
+	// public address at start.
+	publicAddrTimeout = 10 * time.Second
 	// platformTimeout bounds one Platform.Serve or Release.
 	platformTimeout = time.Minute
 
 	// Permissions.Extensions keys set at authentication.
 	extRole        = "plug-role"
 	extFingerprint = "plug-fingerprint"
+	extKey         = "plug-key" // the key itself, in SSH wire form
 	roleGet        = "get"
 	roleDeveloper  = "developer"
 )
@@ -88,17 +148,19 @@ const (
 // returning it tells every connected run the agent is going away, gives
 // back every name it holds (Platform.Release), and closes every
 // connection: this is the agent's SIGTERM path. It returns nil when ctx
-// ended, else the listener's error. Unless GOGC is set, it sets the
-// process's garbage collector target for carrying streams (gc.go).
+// ended, else the listener's error.
 func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	if a.Platform == nil || a.HostKey == nil {
 		return errors.New("tunnel: an Agent needs a Platform and a HostKey")
 	}
-	tuneGC()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.init(ctx)
-	a.checkRights(ctx)
+	a.mu.Lock()
+	a.stop = cancel
+	a.mu.Unlock()
+	a.init(ctx, l)
+	a.markReady(false)
+	a.checkRights(ctx, 0)
 	maintained := make(chan struct{})
 	go func() {
 		defer close(maintained)
@@ -114,23 +176,47 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 		defer close(watched)
 		select {
 		case <-a.gate.ready:
+			a.markReady(true)
 			a.watchNames(ctx)
 		case <-ctx.Done():
 		}
+	}()
+	// The records outlive ctx: the ends of the runs shutdown ends are
+	// written too.
+	recordCtx, stopRecords := context.WithCancel(context.WithoutCancel(ctx))
+	recorded := make(chan struct{})
+	go func() {
+		defer close(recorded)
+		a.recorder.write(recordCtx)
+	}()
+	ends := make(chan struct{})
+	go func() {
+		defer close(ends)
+		a.recorder.watchEnded(ctx)
+	}()
+	keysWatched := make(chan struct{})
+	go func() {
+		defer close(keysWatched)
+		a.watchKeys(ctx)
 	}()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 
 	err := a.acceptLoop(ctx, l)
 	cancel()
+	<-watched
+	a.markReady(false)
 	a.shutdown()
 	a.wg.Wait()
+	stopRecords()
+	<-recorded
 	<-maintained
-	<-watched
+	<-ends
+	<-keysWatched
 	return err
 }
 
-func (a *Agent) init(ctx context.Context) {
+func (a *Agent) init(ctx context.Context, l net.Listener) {
 	a.ctx = ctx
 	if a.Grace <= 0 {
 		a.Grace = defaultGrace
@@ -138,15 +224,56 @@ func (a *Agent) init(ctx context.Context) {
 	if a.KeepAlive <= 0 {
 		a.KeepAlive = defaultKeepAlive
 	}
+	if a.Drain <= 0 {
+		a.Drain = defaultDrain
+	}
+	if a.MoveWait <= 0 {
+		a.MoveWait = defaultMoveWait
+	}
 	if a.Logf == nil {
 		a.Logf = log.Printf
 	}
-	a.getSlots = make(chan struct{}, maxGetSessions)
-	a.preAuth = make(chan struct{}, maxHandshakes)
+	public, how := a.publicAddr(ctx, l)
+	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version}
+	a.usage = newUsage(a.Limits)
+	a.plog = newPeerLog(a.Logf)
+	a.dial = &dialPolicy{allow: a.Dial}
+	if p, ok := a.Platform.(AddressProtector); ok {
+		a.dial.protected = p.ProtectedAddrs
+	}
+	if p, ok := a.Platform.(NameNoter); ok {
+		a.dial.explain = p.ExplainName
+	}
 	a.runs = map[string]*run{}
+	a.fronts = map[string]*front{}
 	a.raw = map[net.Conn]struct{}{}
 	a.config = a.serverConfig()
 	a.gate = newRightsGate()
+	a.recorder = newRecorder(a)
+	a.envSlots = make(chan struct{}, maxEnvRequests)
+}
+
+// publicAddr is PublicAddr, or else the address the Platform finds
+// (PublicAddresser) and how it found it. Without either the installer asks
+// the developer for the address.
+func (a *Agent) publicAddr(ctx context.Context, l net.Listener) (addr, how string) {
+	p, ok := a.Platform.(PublicAddresser)
+	if a.PublicAddr != "" || !ok {
+		return a.PublicAddr, ""
+	}
+	port := 0
+	if t, ok := l.Addr().(*net.TCPAddr); ok {
+		port = t.Port
+	}
+	ctx, cancel := context.WithTimeout(ctx, publicAddrTimeout)
+	defer cancel()
+	addr, how, err := p.PublicAddr(ctx, port)
+	if err != nil {
+		a.logf("the installer does not know the address developers reach this agent by, and asks them for it: %v; set the agent's public address (PLUG_PUBLIC_ADDR) to tell it", err)
+		return "", ""
+	}
+	a.logf("the installer tells developers to reach this agent at %s: %s; if they reach it by another address, set it as the agent's public address (PLUG_PUBLIC_ADDR)", addr, how)
+	return addr, how
 }
 
 func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
@@ -171,6 +298,14 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 			continue
 		}
 		backoff = 5 * time.Millisecond
+		// A connection over its address's share is closed here, at the
+		// least cost: a flood must not slow the accepting of others.
+		src := sourceOf(c.RemoteAddr())
+		if ok, why := a.unauth.take(src); !ok {
+			c.Close()
+			a.plog.printf(src.String(), "refused a connection from %s: %s", c.RemoteAddr(), why)
+			continue
+		}
 		if !a.track(c) {
 			c.Close()
 			return nil
@@ -179,7 +314,7 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 		go func() {
 			defer a.wg.Done()
 			defer a.untrack(c)
-			a.handle(c)
+			a.handle(c, src)
 		}()
 	}
 }
@@ -204,31 +339,46 @@ func (a *Agent) untrack(c net.Conn) {
 }
 
 // handle runs one connection: the SSH handshake, then the get user's or a
-// developer's session.
-func (a *Agent) handle(c net.Conn) {
-	select {
-	case a.preAuth <- struct{}{}:
-	default:
-		return // too many handshakes at once
-	}
+// developer's session. Until it authenticates as a developer, the
+// connection counts against its source address's share of unauthenticated
+// connections, taken for it by acceptLoop (a get connection, which never
+// authenticates, counts until it ends); the handshake must be over within
+// handshakeTimeout.
+func (a *Agent) handle(c net.Conn, src netip.Addr) {
+	counted := true
+	defer func() {
+		if counted {
+			a.unauth.give(src)
+		}
+	}()
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	conn, chans, reqs, err := ssh.NewServerConn(c, a.config)
-	<-a.preAuth
 	if err != nil {
 		return
 	}
 	c.SetDeadline(time.Time{})
 	if conn.Permissions.Extensions[extRole] == roleGet {
-		a.serveGet(conn, chans, reqs)
+		a.handout.Serve(conn, chans, reqs)
 		return
 	}
+	a.unauth.give(src)
+	counted = false
+	fp := conn.Permissions.Extensions[extFingerprint]
+	if err := a.usage.take(fp, useConn); err != nil {
+		a.plog.printf(fp, "refused a connection of %s (%s) from %s: %v", PeerText(conn.User()), fp, conn.RemoteAddr(), err)
+		conn.Close()
+		return
+	}
+	defer a.usage.give(fp, useConn)
 	a.serveDeveloper(conn, chans, reqs)
 }
 
 // serverConfig lets the user "get" in without authentication and everyone
-// else by public key, admitted by Admit.
+// else by public key, admitted by Keys and within the key's cap of
+// connections, with the algorithms of algorithms.go only.
 func (a *Agent) serverConfig() *ssh.ServerConfig {
 	cfg := &ssh.ServerConfig{
+		Config:       strongAlgorithms(),
 		NoClientAuth: true,
 		NoClientAuthCallback: func(m ssh.ConnMetadata) (*ssh.Permissions, error) {
 			if m.User() != getUser {
@@ -240,17 +390,28 @@ func (a *Agent) serverConfig() *ssh.ServerConfig {
 			if m.User() == getUser {
 				return nil, errors.New("the get user takes no key")
 			}
-			if a.Admit != nil {
-				if err := a.Admit(m.User(), key); err != nil {
-					return nil, &ssh.BannerError{Err: err, Message: fmt.Sprintf("plug agent: key %s: %v\n", ssh.FingerprintSHA256(key), err)}
+			fp := ssh.FingerprintSHA256(key)
+			refuse := func(err error) (*ssh.Permissions, error) {
+				a.plog.printf(fp, "refused the key %s of %s from %s: %v", fp, PeerText(m.User()), m.RemoteAddr(), err)
+				return nil, &ssh.BannerError{Err: err, Message: fmt.Sprintf("plug agent: key %s: %v\n", fp, err)}
+			}
+			if a.Keys != nil {
+				if err := a.Keys.Admit(m.User(), key, m.RemoteAddr()); err != nil {
+					a.auditRefused(fp, m.User(), m.RemoteAddr(), err)
+					return refuse(err)
 				}
+			}
+			if err := a.usage.check(fp, useConn); err != nil {
+				return refuse(err)
 			}
 			return &ssh.Permissions{Extensions: map[string]string{
 				extRole:        roleDeveloper,
-				extFingerprint: ssh.FingerprintSHA256(key),
+				extFingerprint: fp,
+				extKey:         string(key.Marshal()),
 			}}, nil
 		},
-		ServerVersion: "SSH-2.0-plug_" + sshVersionWord(Version),
+		PublicKeyAuthAlgorithms: keyAuthAlgos,
+		ServerVersion:           "SSH-2.0-plug_" + sshVersionWord(Version),
 	}
 	cfg.AddHostKey(a.HostKey)
 	return cfg
@@ -267,26 +428,32 @@ func sshVersionWord(v string) string {
 	}, v)
 }
 
-// shutdown tells every connected run the agent is going away, gives back
-// every name, and closes every connection.
+// shutdown hands every connected run over to another agent (handOver),
+// gives back the names of those that do not move, and closes every
+// connection.
 func (a *Agent) shutdown() {
 	a.mu.Lock()
 	a.closing = true
-	runs := make([]*run, 0, len(a.runs))
-	for _, r := range a.runs {
-		runs = append(runs, r)
-	}
+	runs := slices.Collect(maps.Values(a.runs))
 	a.mu.Unlock()
 
+	a.mu.Lock()
+	final := a.final
+	a.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.endRun(r, ending{by: "agent", reason: "the agent is shutting down", retry: true})
-		}()
+		wg.Go(func() {
+			if final != nil {
+				a.endRun(r, *final)
+				return
+			}
+			a.endRun(r, a.handOver(r))
+		})
 	}
 	wg.Wait()
+
+	// The rollout stopping this agent is told to the developer who asked.
+	a.updates.drain()
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -297,7 +464,7 @@ func (a *Agent) shutdown() {
 
 // platformName is what the welcome says the agent runs on.
 func (a *Agent) platformName() string {
-	if s, ok := a.Platform.(fmt.Stringer); ok {
+	if s, ok := a.Platform.(NamedPlatform); ok {
 		return s.String()
 	}
 	return fmt.Sprintf("%T", a.Platform)

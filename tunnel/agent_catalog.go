@@ -14,16 +14,21 @@ const namesRetry = 30 * time.Second
 // keep the names they had; the agent tries again after namesRetry.
 func (a *Agent) watchNames(ctx context.Context) {
 	var last []ClusterName
+	var notes []string
+	noter, _ := a.Platform.(NameNoter)
 	for {
 		err := a.Platform.WatchNames(ctx, func(names []ClusterName) {
 			last = names
-			a.names.set(normalize(Catalog{Names: names}))
+			if noter != nil {
+				notes = noter.NameNotes()
+			}
+			a.names.set(normalize(Catalog{Names: names, Notes: notes}))
 		})
 		if ctx.Err() != nil {
 			return
 		}
 		a.logf("cannot follow the cluster's names (%v); trying again in %s", err, namesRetry)
-		a.names.set(normalize(Catalog{Names: last, Unavailable: "the agent cannot follow the cluster's names, they may be out of date: " + err.Error()}))
+		a.names.set(normalize(Catalog{Names: last, Notes: notes, Unavailable: "the agent cannot follow the cluster's names, they may be out of date: " + err.Error()}))
 		select {
 		case <-ctx.Done():
 			return

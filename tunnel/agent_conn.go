@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -13,37 +14,61 @@ import (
 // devConn is one authenticated developer connection: a plug CLI or a plain
 // OpenSSH client.
 type devConn struct {
-	a           *Agent
-	conn        *ssh.ServerConn
-	fingerprint string
-	gone        chan struct{} // closed once the connection is closed
-	events      chan Event    // platform events, told by one goroutine
+	a            *Agent
+	conn         *ssh.ServerConn
+	fingerprint  string
+	user         string        // the SSH user name, escaped (PeerText)
+	key          ssh.PublicKey // the key it authenticated with
+	gone         chan struct{} // closed once the connection is closed
+	read         chan struct{} // closed after gone, once what the client sent is read
+	moveAnswered chan struct{} // closed when the client said moved (handOver)
+	moveOnce     sync.Once
+	events       chan Event // platform events, told by one goroutine
 
 	runMu sync.Mutex // held while the run is chosen
 	run   *run
 
+	busy       atomic.Bool // a question (status, who, end) is being answered
+	lastStatus time.Time   // when the last status was asked; read and written while busy is held
+
 	mu      sync.Mutex
+	movedTo string       // the agent the client said its run moved to ("": it could not move)
 	control *controlConn // plug's control channel, if the client opened one
 	notices *notices     // a plain OpenSSH client's session, if it opened one
 	unsaid  []string     // lines for a session not opened yet
+
+	stripes *stripeTable // its striped connections (stripe.go)
 }
 
 // closeAfterEndedWait is how long a client told its run ended has to close
-// the connection itself before the agent closes it.
-const closeAfterEndedWait = 2 * time.Second
+// the connection itself before the agent closes it: the client first lets
+// the callers it carries finish, for at most goodbyeTimeout.
+const closeAfterEndedWait = goodbyeTimeout + time.Second
 
 // maxUnsaid bounds the lines kept for a session not opened yet.
 const maxUnsaid = 8
 
 func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
-	dc := &devConn{
-		a:           a,
-		conn:        conn,
-		fingerprint: conn.Permissions.Extensions[extFingerprint],
-		gone:        make(chan struct{}),
-		events:      make(chan Event, 32),
+	key, err := ssh.ParsePublicKey([]byte(conn.Permissions.Extensions[extKey]))
+	if err != nil {
+		conn.Close() // authenticated with a key the agent parsed a moment ago: cannot happen
+		return
 	}
-	go keepAlive(conn, a.KeepAlive, dc.gone)
+	dc := &devConn{
+		a:            a,
+		key:          key,
+		conn:         conn,
+		fingerprint:  conn.Permissions.Extensions[extFingerprint],
+		user:         PeerText(conn.User()),
+		gone:         make(chan struct{}),
+		read:         make(chan struct{}),
+		moveAnswered: make(chan struct{}),
+		events:       make(chan Event, 32),
+	}
+	dc.stripes = stripeTableOf(conn, true)
+	dc.stripes.take = func() error { return a.usage.take(dc.fingerprint, useChannel) }
+	dc.stripes.give = func() { a.usage.give(dc.fingerprint, useChannel) }
+	go keepAlive(conn, a.KeepAlive, dc.gone, dc.stripes.sawRTT)
 	go dc.tellEvents()
 	requestsDone := make(chan struct{})
 	go func() {
@@ -58,6 +83,7 @@ func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel
 	// before the run is detached.
 	readers.Wait()
 	<-requestsDone
+	close(dc.read)
 	if r := dc.currentRun(); r != nil {
 		a.detach(dc, r)
 	}
@@ -66,9 +92,9 @@ func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel
 func (dc *devConn) handleRequests(reqs <-chan *ssh.Request) {
 	for req := range reqs {
 		switch req.Type {
-		case "tcpip-forward":
+		case "tcpip-forward", filteredForwardRequest, datagramForwardRequest:
 			dc.forward(req)
-		case "cancel-tcpip-forward":
+		case "cancel-tcpip-forward", cancelDatagramForward:
 			dc.cancelForward(req)
 		default:
 			if req.WantReply {
@@ -83,8 +109,12 @@ func (dc *devConn) handleChannels(chans <-chan ssh.NewChannel, readers *sync.Wai
 		switch nc.ChannelType() {
 		case controlChannelType:
 			dc.openControl(nc, readers)
-		case "direct-tcpip":
+		case datagramChannelType:
+			go dc.datagrams(nc)
+		case "direct-tcpip", stripeDirectType:
 			go dc.direct(nc)
+		case stripeJoinType:
+			go dc.stripes.join(nc)
 		case "session":
 			go dc.session(nc)
 		default:
@@ -125,7 +155,7 @@ func (dc *devConn) readControl(c *controlConn) {
 			err = dc.handleControl(typ, frame)
 		}
 		if err != nil {
-			dc.a.logf("closing the connection from %s: %v", dc.conn.RemoteAddr(), err)
+			dc.logf("closing the connection of %s (%s) from %s: %v", dc.user, dc.fingerprint, dc.conn.RemoteAddr(), err)
 			dc.conn.Close()
 			return
 		}
@@ -135,18 +165,36 @@ func (dc *devConn) readControl(c *controlConn) {
 func (dc *devConn) handleControl(typ string, frame []byte) error {
 	switch typ {
 	case typeHello:
-		h, err := decodeHello(frame)
-		if err != nil {
-			return err
-		}
-		dc.hello(h)
+		return handleMsg(frame, decodeHello, dc.hello)
 	case typeGoodbye:
-		if _, err := decodeGoodbye(frame); err != nil {
-			return err
-		}
-		dc.goodbye()
+		return handleMsg(frame, decodeGoodbye, func(goodbyeMsg) { dc.goodbye() })
 	case typeStatus:
-		go dc.answerStatus()
+		dc.answer(nil, dc.answerStatus)
+	case typeWho:
+		dc.answer(whoMsg{Error: busyText}, dc.answerWho)
+	case typeEnd:
+		return handleMsg(frame, decodeEnd, func(m endMsg) {
+			dc.answer(endMsg{Error: busyText}, func() { dc.answerEnd(m) })
+		})
+	case typeMoved:
+		return handleMsg(frame, decodeMoved, func(m movedMsg) {
+			dc.mu.Lock()
+			dc.movedTo = m.Agent
+			dc.mu.Unlock()
+			dc.moveOnce.Do(func() { close(dc.moveAnswered) })
+		})
+	case typeEnv:
+		dc.answer(envDoneMsg{Error: busyText}, func() { dc.answerEnv(frame) })
+	case typeMembers:
+		return handleMsg(frame, decodeMembers, func(m membersMsg) {
+			dc.answer(membersMsg{Error: busyText}, func() { dc.answerMembers(m) })
+		})
+	case typeVolume:
+		go dc.answerVolume(frame)
+	case typeAgentUpdate:
+		return handleMsg(frame, decodeAgentUpdate, func(m agentUpdateMsg) {
+			dc.answer(agentUpdateMsg{Done: true, Error: busyText}, func() { dc.answerAgentUpdate(m) })
+		})
 	}
 	return nil // a type a newer client knows
 }
@@ -156,11 +204,11 @@ func (dc *devConn) hello(h helloMsg) {
 	dc.runMu.Lock()
 	defer dc.runMu.Unlock()
 	if dc.run != nil {
-		dc.tell(Event{Kind: EventWarning, Text: "hello ignored: this connection belongs to run " + dc.run.id + " already"})
+		dc.tell(Event{Kind: EventWarning, Text: "hello ignored: this connection belongs to a run already"})
 		return
 	}
 	if why := dc.a.refusal(); why != "" {
-		dc.a.logf("refused a run of %s (%s) from %s: %s", dc.conn.User(), dc.fingerprint, dc.conn.RemoteAddr(), why)
+		dc.logf("refused a run of %s (%s) from %s: %s", dc.user, dc.fingerprint, dc.conn.RemoteAddr(), why)
 		go dc.tellEnded(ending{by: "agent", reason: why})
 		go dc.closeAfterEnded()
 		return
@@ -172,13 +220,16 @@ func (dc *devConn) hello(h helloMsg) {
 		return
 	}
 	dc.run = r
-	dc.a.logf("run %s: plug %s on %s/%s, %s", r.id, h.Version, h.OS, h.Arch, h.Kind)
 	dc.sendControl(welcomeMsg{
-		Version:  Version,
-		Agent:    dc.a.ID,
-		Platform: dc.a.platformName(),
-		Resumed:  resumed,
-		Names:    true,
+		Version:   Version,
+		Agent:     dc.a.ID,
+		Platform:  dc.a.platformName(),
+		Resumed:   resumed,
+		Names:     true,
+		Datagrams: true,
+		Filters:   true,
+		Stripes:   dc.stripes.agree(h.Stripes),
+		UDPServe:  true,
 	})
 	go dc.tellNames()
 }
@@ -191,7 +242,7 @@ func (dc *devConn) goodbye() {
 		dc.sendControl(goodbyeMsg{})
 		return
 	}
-	dc.a.endRun(r, ending{reason: "said goodbye", goodbye: true})
+	dc.a.endRun(r, ending{how: EndGoodbye, goodbye: true})
 }
 
 // currentRun is the connection's run, nil before it has one.
@@ -202,14 +253,24 @@ func (dc *devConn) currentRun() *run {
 }
 
 // ensureRun is the connection's run, opened for a client that said no hello
-// (plain OpenSSH) on its first request; nil if the agent is shutting down.
-func (dc *devConn) ensureRun() *run {
+// (plain OpenSSH) on its first request; an error if the agent is shutting
+// down or the key has as many runs as it may.
+func (dc *devConn) ensureRun() (*run, error) {
 	dc.runMu.Lock()
 	defer dc.runMu.Unlock()
 	if dc.run == nil {
-		dc.run = dc.a.newRun(newRunID("ssh-"), dc, true)
+		r, err := dc.a.newRun(helloMsg{Run: newRunID("ssh-")}, dc, true)
+		if err != nil {
+			return nil, err
+		}
+		dc.run = r
 	}
-	return dc.run
+	return dc.run, nil
+}
+
+// logf logs a line about this connection's key, within its share.
+func (dc *devConn) logf(format string, args ...any) {
+	dc.a.plog.printf(dc.fingerprint, format, args...)
 }
 
 // sendControl writes m on the control channel, if there is one.
@@ -246,12 +307,12 @@ func (dc *devConn) tell(e Event) {
 }
 
 // tellServed says a name is served.
-func (dc *devConn) tellServed(name string, port int, s Served) {
-	dc.say(servedMsg{Name: name, Port: port, TookOver: s.TookOver, Detail: s.Detail}, servedLine(name, port, s))
+func (dc *devConn) tellServed(name string, port int, udp bool, s Served) {
+	dc.say(servedMsg{Name: name, Port: port, UDP: udp, TookOver: s.TookOver, Detail: s.Detail}, servedLine(name, port, udp, s))
 }
 
-func servedLine(name string, port int, s Served) string {
-	line := fmt.Sprintf("%s:%d is served in the cluster", name, port)
+func servedLine(name string, port int, udp bool, s Served) string {
+	line := fmt.Sprintf("%s:%s is served in the cluster", name, portText(port, udp))
 	if s.TookOver {
 		line += ", in place of the deployed service"
 	}

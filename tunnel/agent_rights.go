@@ -42,20 +42,14 @@ type rightsGate struct {
 func newRightsGate() *rightsGate { return &rightsGate{ready: make(chan struct{})} }
 
 // isReady reports whether every required right was granted once.
-func (g *rightsGate) isReady() bool {
-	select {
-	case <-g.ready:
-		return true
-	default:
-		return false
-	}
-}
+func (g *rightsGate) isReady() bool { return isClosed(g.ready) }
 
 // checkRights asks the platform for the agent's rights, and logs what
-// changed. Callers that ask while a check is in progress share the next.
-func (a *Agent) checkRights(ctx context.Context) ([]Right, error) {
+// changed. Callers that ask while a check is in progress share the next;
+// a check made less than maxAge before the call is reused.
+func (a *Agent) checkRights(ctx context.Context, maxAge time.Duration) ([]Right, error) {
 	g := a.gate
-	asked := time.Now()
+	asked := time.Now().Add(-maxAge)
 	g.checking.Lock()
 	defer g.checking.Unlock()
 	g.mu.Lock()
@@ -132,7 +126,7 @@ func rightsReport(rights []Right, err error, serving bool) (report string, ready
 // granted (true) or ctx ends (false).
 func (a *Agent) awaitRights(ctx context.Context) bool {
 	for {
-		a.checkRights(ctx)
+		a.checkRights(ctx, 0)
 		if a.gate.isReady() {
 			return true
 		}
@@ -148,6 +142,9 @@ func (a *Agent) awaitRights(ctx context.Context) bool {
 
 // refusal says why the agent refuses runs, or "" when it serves them.
 func (a *Agent) refusal() string {
+	if a.Closed != "" {
+		return closedText(a.Closed)
+	}
 	g := a.gate
 	if g.isReady() {
 		return ""

@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // run is one plug run: a CLI process, or a plain OpenSSH connection, and the
@@ -17,61 +21,104 @@ import (
 // so that the CLI can reconnect and keep its names.
 type run struct {
 	id        string
-	developer string // fingerprint of the key, "SHA256:..."
+	developer string        // fingerprint of the key, "SHA256:..."
+	key       ssh.PublicKey // the key itself, for Keys.Admit
 	user      string
 	plain     bool // opened without a hello: nothing can re-attach to it
 	since     time.Time
+	hello     helloMsg // what the client said of itself (Kind KindOpenSSH when plain)
+	from      string   // the address of its latest connection; guarded by mu
 
 	conn atomic.Pointer[devConn] // the connection it lives on; nil while detached
 
 	mu       sync.Mutex
 	ended    bool
 	bindings map[string]*binding
+	volumes  map[string]*Volume // by the CLI's id; an empty Volume while its helper is made
 	grace    *time.Timer
 }
 
 // binding is a name a run serves, and the listener the platform sends its
-// callers to.
+// callers to: a TCP listener, or for a UDP port the flows of a UDP socket.
 type binding struct {
 	Binding
 	served    Served
-	listener  net.Listener
-	proof     *pathProof         // proves the name reaches listener
+	since     time.Time          // when this run began serving it
+	listener  net.Listener       // nil for a UDP port
+	flows     *DatagramFlows     // the UDP port's; nil for a TCP port
+	proof     *pathProof         // proves the name reaches listener; nil for a UDP port
 	stopProof context.CancelFunc // ends the proof when the name is given back
 	// conn is where callers are forwarded; nil while the run's client has
-	// not (re-)claimed the name, and callers are then turned away.
-	conn atomic.Pointer[devConn]
+	// not (re-)claimed the name, and while the name is given back: callers
+	// then go to the deployed service, or are refused (answerCaller).
+	conn      atomic.Pointer[devConn]
+	givenBack atomic.Bool  // Release has returned: the listener only drains
+	route     atomic.Int32 // where the last caller went, so that a change is logged once
+
+	// A personal takeover's: the requests it matches reach the run, through
+	// the front its name's personal takeovers share on this agent (whose
+	// listener it is); nil for a full takeover.
+	match *matcher
+	front *front
+	run   runTransports // the run's HTTP clients, made on first use
 }
+
+// Where a binding's callers go.
+const (
+	routeRun int32 = iota + 1
+	routeDeployed
+	routeRefused
+)
 
 // ending says why a run ends.
 type ending struct {
+	how        string // EndGoodbye...: how the audit says it ended
 	by, reason string
-	retry      bool // the agent is only going away: the client should reconnect
-	goodbye    bool // the client said goodbye: acknowledge once the names are back
-	ifDetached bool // only if no connection re-attached meanwhile (grace expiry)
+	retry      bool   // the agent is only going away: the client should reconnect
+	goodbye    bool   // the client said goodbye: acknowledge once the names are back
+	ifDetached bool   // only if no connection re-attached meanwhile (grace expiry)
+	movedTo    string // the run moved to this agent, which serves its names now
 }
 
 var errAgentStopping = errors.New("the agent is shutting down; try again in a moment")
 
-// newRun registers a run living on dc; nil once the agent is shutting down.
-func (a *Agent) newRun(id string, dc *devConn, plain bool) *run {
+// newRun registers a run living on dc, which said h of itself (plain: it
+// said nothing). It fails once the agent is shutting down
+// (errAgentStopping), and when the key has as many runs as it may (a
+// *capError).
+func (a *Agent) newRun(h helloMsg, dc *devConn, plain bool) (*run, error) {
+	if plain {
+		h.Kind = KindOpenSSH
+	}
 	r := &run{
-		id:        id,
+		id:        h.Run,
 		developer: dc.fingerprint,
-		user:      dc.conn.User(),
+		key:       dc.key,
+		user:      dc.user,
 		plain:     plain,
 		since:     time.Now(),
+		hello:     h,
+		from:      dc.conn.RemoteAddr().String(),
 		bindings:  map[string]*binding{},
+		volumes:   map[string]*Volume{},
 	}
 	r.conn.Store(dc)
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.closing {
-		return nil
+		a.mu.Unlock()
+		return nil, errAgentStopping
 	}
-	a.runs[id] = r
-	a.logf("run %s opened by %s (%s) from %s", id, r.user, r.developer, dc.conn.RemoteAddr())
-	return r
+	if err := a.usage.take(r.developer, useRun); err != nil {
+		a.mu.Unlock()
+		a.plog.printf(r.developer, "refused a run of %s (%s) from %s: %v", r.user, r.developer, dc.conn.RemoteAddr(), err)
+		return nil, err
+	}
+	a.runs[r.id] = r
+	a.mu.Unlock()
+	a.recorder.note(r)
+	a.audit(AuditEvent{Event: AuditRunOpened, Run: r.id, User: r.user, Key: r.developer, Comment: h.Comment,
+		From: dc.conn.RemoteAddr().String(), Version: h.Version, Kind: h.Kind, Container: h.Container})
+	return r, nil
 }
 
 // attach gives dc the run its hello names: the run kept since an earlier
@@ -83,15 +130,13 @@ func (a *Agent) attach(dc *devConn, h helloMsg) (r *run, resumed bool, err error
 	if r != nil {
 		if resumed, err = r.reattach(dc); err != nil || resumed {
 			if resumed {
-				a.logf("run %s re-attached from %s", r.id, dc.conn.RemoteAddr())
+				a.audit(AuditEvent{Event: AuditRunResumed, Run: r.id, User: r.user, Key: r.developer, From: dc.conn.RemoteAddr().String()})
 			}
 			return r, resumed, err
 		}
 	}
-	if r = a.newRun(h.Run, dc, false); r == nil {
-		return nil, false, errAgentStopping
-	}
-	return r, false, nil
+	r, err = a.newRun(h, dc, false)
+	return r, false, err
 }
 
 // reattach moves the run to dc, closing the connection it lived on if that
@@ -105,14 +150,16 @@ func (r *run) reattach(dc *devConn) (bool, error) {
 	}
 	if r.developer != dc.fingerprint {
 		r.mu.Unlock()
-		return false, fmt.Errorf("run %s belongs to another key; start a new run", r.id)
+		return false, errors.New("that run id belongs to another key; start a new run")
 	}
 	old := r.conn.Swap(dc)
+	r.from = dc.conn.RemoteAddr().String()
 	if r.grace != nil {
 		r.grace.Stop()
 		r.grace = nil
 	}
 	r.mu.Unlock()
+	dc.a.recorder.note(r)
 	if old != nil && old != dc {
 		old.conn.Close()
 	}
@@ -120,8 +167,12 @@ func (r *run) reattach(dc *devConn) (bool, error) {
 }
 
 // detach is called when dc is closed: its run keeps its names for Grace,
-// or ends at once if nothing could re-attach to it or it serves nothing.
+// or ends at once if nothing could re-attach to it or it serves nothing
+// (no name, no volume).
 func (a *Agent) detach(dc *devConn, r *run) {
+	a.mu.Lock()
+	closing := a.closing // shutdown ends every run itself (handOver)
+	a.mu.Unlock()
 	r.mu.Lock()
 	if r.ended || !r.conn.CompareAndSwap(dc, nil) {
 		r.mu.Unlock()
@@ -130,19 +181,45 @@ func (a *Agent) detach(dc *devConn, r *run) {
 	for _, b := range r.bindings {
 		b.conn.CompareAndSwap(dc, nil)
 	}
-	if r.plain || len(r.bindings) == 0 {
+	if closing {
 		r.mu.Unlock()
-		a.endRun(r, ending{reason: "dropped"})
+		return
+	}
+	if r.plain || len(r.bindings) == 0 && len(r.volumes) == 0 {
+		r.mu.Unlock()
+		a.endRun(r, ending{how: EndDropped, reason: "the connection was lost"})
 		return
 	}
 	r.grace = time.AfterFunc(a.Grace, func() { a.expire(r) })
+	away := a.awayRoutes(r.bindings)
 	r.mu.Unlock()
-	a.logf("run %s dropped; keeping %s for %s", r.id, r.names(), a.Grace)
+	a.recorder.note(r)
+	a.audit(AuditEvent{Event: AuditRunAway, Run: r.id, User: r.user, Key: r.developer, Reason: away})
+	a.plog.printf(r.developer, "run %s dropped; it is away, keeping %s for %s; meanwhile %s", r.id, r.names(), a.Grace, away)
+}
+
+// awayRoutes says where the callers of bindings go while their run is
+// away.
+func (a *Agent) awayRoutes(bindings map[string]*binding) string {
+	_, dials := a.Platform.(DeployedDialer)
+	var lines []string
+	for _, b := range bindings {
+		if b.UDP {
+			lines = append(lines, fmt.Sprintf("datagrams to %s:%d/udp are dropped", b.Name, b.Port))
+			continue
+		}
+		if b.served.TookOver && dials {
+			lines = append(lines, fmt.Sprintf("callers of %s:%d go to the deployed service", b.Name, b.Port))
+		} else {
+			lines = append(lines, fmt.Sprintf("callers of %s:%d are refused at once", b.Name, b.Port))
+		}
+	}
+	return joinSorted(lines)
 }
 
 // expire ends a run whose grace ran out without a reconnect.
 func (a *Agent) expire(r *run) {
-	a.endRun(r, ending{reason: "dropped, and did not come back within " + a.Grace.String(), ifDetached: true})
+	a.endRun(r, ending{how: EndDropped, reason: "the connection was lost and did not come back within " + a.Grace.String(), ifDetached: true})
 }
 
 // EndRun ends the run id: the developer's CLI is told by whom and why, its
@@ -155,7 +232,7 @@ func (a *Agent) EndRun(id, by, reason string) error {
 	if r == nil {
 		return fmt.Errorf("no run %s on this agent", id)
 	}
-	a.endRun(r, ending{by: by, reason: reason})
+	a.endRun(r, ending{how: EndEnded, by: PeerText(by), reason: PeerText(reason)})
 	return nil
 }
 
@@ -174,6 +251,8 @@ func (a *Agent) endRun(r *run, e ending) {
 	}
 	bindings := r.bindings
 	r.bindings = nil
+	volumes := r.volumes
+	r.volumes = nil
 	r.mu.Unlock()
 
 	a.mu.Lock()
@@ -181,18 +260,27 @@ func (a *Agent) endRun(r *run, e ending) {
 		delete(a.runs, r.id)
 	}
 	a.mu.Unlock()
+	a.usage.give(r.developer, useRun)
+	a.recorder.note(r)
 
 	dc := r.conn.Load()
-	names := namesOf(bindings)
+	var names []string
+	var released sync.WaitGroup
 	for _, b := range bindings {
-		a.release(r, b)
+		names = append(names, b.Name+":"+portText(b.Port, b.UDP))
+		released.Go(func() { a.release(r, b, e.movedTo != "") })
 	}
-	how := e.reason
-	if e.by != "" {
-		how = "ended by " + e.by + ": " + e.reason
+	for _, v := range volumes {
+		released.Go(func() { a.releaseVolume(r, *v) })
 	}
-	a.logf("run %s of %s (%s) ended after %s (%s); gave back %s",
-		r.id, r.user, r.developer, time.Since(r.since).Round(time.Second), how, names)
+	released.Wait()
+	slices.Sort(names)
+	how, reason := e.how, e.reason
+	if e.movedTo != "" {
+		how, reason = EndMoved, "the run moved to agent "+e.movedTo+", which serves its names now"
+	}
+	a.audit(AuditEvent{Event: AuditRunEnded, Run: r.id, User: r.user, Key: r.developer,
+		How: how, By: e.by, Reason: reason, Names: names, Seconds: secondsSince(r.since)})
 	switch {
 	case dc == nil:
 	case e.goodbye:
@@ -203,85 +291,230 @@ func (a *Agent) endRun(r *run, e ending) {
 	}
 }
 
-// serveName makes name:port in the cluster reach dc's client, for run r.
-// A name the run already serves on that port is re-claimed by dc without
-// asking the platform again: that is how a reconnected run keeps its names.
-func (a *Agent) serveName(r *run, dc *devConn, name string, port int) (Served, error) {
+// handOver is how a stopping agent ends r. When r has a connection and
+// names, it asks its client to move the run to another agent (endedMsg
+// with Move) and waits until the client answers moved, closes this
+// connection, or MoveWait passes; meanwhile this agent goes on carrying the
+// run's callers and connections, so that none sees an error. A client that
+// moved names the agent that holds its names now, and they are let go of
+// (Release changes nothing); the names of a run that did not move — its
+// client found no other agent (it answers moved naming none, and goes on
+// answering callers while they are given back), a plain OpenSSH client, a
+// run that is away, an older client that only reconnects — are given
+// back, make before break.
+func (a *Agent) handOver(r *run) ending {
+	e := ending{how: EndAgentStopped, by: "agent", reason: "the agent is shutting down", retry: true}
+	dc := r.conn.Load()
+	if dc == nil || r.plain || !r.serves() {
+		return e
+	}
+	a.logf("run %s: asking its client to move it to another agent", r.id)
+	dc.sendControl(endedMsg{By: e.by, Reason: e.reason, Retry: true, Move: true})
+	select {
+	case <-dc.read: // a moved sent just before the close is read first
+	case <-dc.moveAnswered:
+	case <-time.After(a.MoveWait):
+	}
+	dc.mu.Lock()
+	e.movedTo = dc.movedTo
+	dc.mu.Unlock()
+	return e
+}
+
+// serveName makes name:port (a UDP port with udp) in the cluster reach
+// dc's client, for run r. A name the run already serves on that port is
+// re-claimed by dc without asking the platform again: that is how a
+// reconnected run keeps its names. With a non-empty filter the takeover is
+// personal (agent_filtered.go); a UDP port has none.
+func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, filter Filter) (Served, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ended || r.conn.Load() != dc {
 		return Served{}, fmt.Errorf("run %s has ended on this connection", r.id)
 	}
 	if b := r.bindings[name]; b != nil {
-		if b.Port != port {
-			return Served{}, fmt.Errorf("this run serves %s on port %d already; a run serves a name on one port", name, b.Port)
+		if b.Port != port || b.UDP != udp {
+			return Served{}, fmt.Errorf("this run serves %s on %s already; a run serves a name on one port", name, portText(b.Port, b.UDP))
+		}
+		if b.filter().String() != filter.String() {
+			return Served{}, fmt.Errorf("this run serves %s already, with another filter (%s); a run serves a name once", name, b.filter())
 		}
 		b.conn.Store(dc)
-		b.proof.retell()
+		if b.proof != nil {
+			b.proof.retell()
+		}
 		return b.served, nil
 	}
-	l, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return Served{}, fmt.Errorf("the agent cannot open a port for %s: %v", name, err)
+	if err := a.usage.take(r.developer, useName); err != nil {
+		return Served{}, err
 	}
-	b := &binding{listener: l}
+	served := false
+	defer func() {
+		if !served {
+			a.usage.give(r.developer, useName)
+		}
+	}()
+	if !filter.Empty() {
+		b, err := a.servePersonal(r, dc, name, port, filter)
+		if err != nil {
+			return Served{}, err
+		}
+		served = true
+		a.started(r, b)
+		return b.served, nil
+	}
+	if err := a.personalHolders(name); err != nil {
+		return Served{}, err
+	}
+	b := &binding{since: time.Now()}
 	b.Binding = Binding{
 		Name:   name,
 		Port:   port,
-		Target: l.Addr().(*net.TCPAddr).Port,
+		UDP:    udp,
 		Holder: Holder{Run: r.id, Agent: a.ID, Developer: r.developer, User: r.user, Since: time.Now()},
 		Notify: func(e Event) { a.notifyFor(r, b, e) },
 	}
-	b.proof = newPathProof(name, port, a.Platform, func(e Event) { a.notify(r, e) }, a.logf)
+	var pc *net.UDPConn
+	var err error
+	if udp {
+		if pc, err = net.ListenUDP("udp", &net.UDPAddr{}); err == nil {
+			b.Target = pc.LocalAddr().(*net.UDPAddr).Port
+		}
+	} else if b.listener, err = net.Listen("tcp", ":0"); err == nil {
+		b.Target = b.listener.Addr().(*net.TCPAddr).Port
+		b.proof = newPathProof(name, port, a.Platform, func(e Event) { a.notify(r, e) }, a.logf)
+	}
+	if err != nil {
+		return Served{}, fmt.Errorf("the agent cannot open a port for %s: %v", name, err)
+	}
 	ctx, cancel := a.platformContext()
 	defer cancel()
 	b.served, err = a.Platform.Serve(ctx, b.Binding)
 	if err != nil {
-		l.Close()
+		if udp {
+			pc.Close()
+		} else {
+			b.listener.Close()
+		}
 		return Served{}, err
 	}
 	b.conn.Store(dc)
 	r.bindings[name] = b
-	proofCtx, stopProof := context.WithCancel(a.ctx)
-	b.stopProof = stopProof
-	a.wg.Add(2)
-	go func() {
-		defer a.wg.Done()
-		b.acceptCallers()
-	}()
-	go func() {
-		defer a.wg.Done()
-		b.proof.run(proofCtx)
-	}()
-	a.logf("run %s serves %s:%d (took over: %t)", r.id, name, port, b.served.TookOver)
+	served = true
+	if udp {
+		b.flows = NewDatagramFlows(pc, a.flowBudget(r.developer), func(f net.Conn) { a.answerFlow(b, f) })
+	} else {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.acceptCallers(b)
+		}()
+	}
+	a.started(r, b)
 	return b.served, nil
 }
 
-// cancelName gives name:port back at the client's request.
-func (a *Agent) cancelName(r *run, name string, port int) bool {
+// portText is port as messages write it: "8080", or "8125/udp".
+func portText(port int, udp bool) string {
+	if udp {
+		return fmt.Sprintf("%d/udp", port)
+	}
+	return fmt.Sprint(port)
+}
+
+// started records b, served for r (whose mu is held), proves its path in
+// the background (a TCP port's), and audits it.
+func (a *Agent) started(r *run, b *binding) {
+	proofCtx, stopProof := context.WithCancel(a.ctx)
+	b.stopProof = stopProof
+	if b.proof != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			b.proof.run(proofCtx)
+		}()
+	}
+	a.recorder.note(r)
+	a.audit(AuditEvent{Event: AuditNameServed, Run: r.id, User: r.user, Key: r.developer, Name: b.Name, Port: b.Port, UDP: b.UDP, Mode: modeOf(b.served), Filter: b.filter().String()})
+}
+
+// filter is b's Filter: empty for a full takeover.
+func (b *binding) filter() Filter {
+	if b.match == nil {
+		return Filter{}
+	}
+	return b.match.filter
+}
+
+// cancelName gives name:port (a UDP port with udp) back at the client's
+// request.
+func (a *Agent) cancelName(r *run, name string, port int, udp bool) bool {
 	r.mu.Lock()
 	b := r.bindings[name]
-	if b == nil || b.Port != port {
+	if b == nil || b.Port != port || b.UDP != udp {
 		r.mu.Unlock()
 		return false
 	}
 	delete(r.bindings, name)
 	r.mu.Unlock()
-	a.release(r, b)
+	a.recorder.note(r)
+	a.release(r, b, false)
 	return true
 }
 
-// release closes a binding's listener and gives its name back.
-func (a *Agent) release(r *run, b *binding) {
-	b.listener.Close()
+// release gives a binding's name back, make before break: the platform
+// moves the name's endpoints back to the deployed service
+// (Platform.Release) while the run, if still connected, goes on answering
+// (a caller its process refuses goes to the deployed service already);
+// callers that reach the agent after that go to the deployed service (or
+// are refused), and the listener goes on taking them for Drain, for those
+// the cluster's routing still sends here a moment longer. A name whose run
+// moved to another agent is only let go of: Release changes nothing (the
+// other agent holds it), and nothing is given back to audit.
+func (a *Agent) release(r *run, b *binding, moved bool) {
 	b.stopProof()
-	ctx, cancel := a.platformContext()
-	defer cancel()
-	if err := a.Platform.Release(ctx, b.Binding); err != nil {
-		a.logf("run %s: giving back %s:%d failed: %v", r.id, b.Name, b.Port, err)
+	a.usage.give(r.developer, useName)
+	var err error
+	if b.front != nil {
+		err = a.leaveFront(b)
+		b.givenBack.Store(true)
+		b.conn.Store(nil)
+		b.run.close()
+	} else {
+		ctx, cancel := a.platformContext()
+		err = a.Platform.Release(ctx, b.Binding)
+		cancel()
+		b.givenBack.Store(true)
+		b.conn.Store(nil)
+		if b.flows != nil {
+			a.drainThenClose(b.flows)
+		} else {
+			a.drainThenClose(b.listener)
+		}
+	}
+	if err != nil {
+		a.plog.printf(r.developer, "run %s: giving back %s:%d failed: %v", r.id, b.Name, b.Port, err)
+	}
+	if moved && err == nil {
 		return
 	}
-	a.logf("run %s gave back %s:%d", r.id, b.Name, b.Port)
+	e := AuditEvent{Event: AuditNameBack, Run: r.id, User: r.user, Key: r.developer, Name: b.Name, Port: b.Port, UDP: b.UDP,
+		Mode: modeOf(b.served), Seconds: secondsSince(b.since)}
+	if err != nil {
+		e.Reason = "not given back yet, the agent keeps trying: " + err.Error()
+	}
+	a.audit(e)
+}
+
+// drainThenClose closes l once Drain has passed: the callers the
+// cluster's routing still sends there a moment longer are answered.
+func (a *Agent) drainThenClose(l io.Closer) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		time.Sleep(a.Drain)
+		l.Close()
+	}()
 }
 
 // notify passes a platform event to the run's connection, if it has one.
@@ -291,9 +524,30 @@ func (a *Agent) notify(r *run, e Event) {
 		select {
 		case dc.events <- e:
 		default:
-			a.logf("run %s: event dropped, its client is not reading: %s", r.id, e.Text)
+			a.plog.printf(r.developer, "run %s: event dropped, its client is not reading: %s", r.id, e.Text)
 		}
 	}
+}
+
+// remoteAddr is the address of the run's latest connection.
+func (r *run) remoteAddr() net.Addr {
+	if dc := r.conn.Load(); dc != nil {
+		return dc.conn.RemoteAddr()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	addr, err := net.ResolveTCPAddr("tcp", r.from)
+	if err != nil {
+		return nil
+	}
+	return addr
+}
+
+// serves reports whether the run serves any name.
+func (r *run) serves() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.bindings) > 0
 }
 
 // names lists what the run serves, for messages.
@@ -309,37 +563,93 @@ func namesOf(bindings map[string]*binding) string {
 	}
 	names := make([]string, 0, len(bindings))
 	for _, b := range bindings {
-		names = append(names, fmt.Sprintf("%s:%d", b.Name, b.Port))
+		names = append(names, b.Name+":"+portText(b.Port, b.UDP))
 	}
 	return joinSorted(names)
 }
 
-// acceptCallers forwards each caller of the binding to the connection that
-// claims it, and turns callers away while none does. The path proof's own
-// probes stop here.
-func (b *binding) acceptCallers() {
+// acceptCallers answers each caller of the binding (answerCaller) until
+// its listener closes.
+func (a *Agent) acceptCallers(b *binding) {
 	for {
 		c, err := b.listener.Accept()
 		if err != nil {
 			return
 		}
-		go func() {
-			if c = b.proof.screen(c); c == nil {
-				return
-			}
-			dc := b.conn.Load()
-			if dc == nil {
-				c.Close()
-				return
-			}
-			dc.forwardCaller(b, c)
-		}()
+		go a.answerCaller(b, c)
 	}
 }
 
-// newRunID makes an id for a run whose client did not choose one.
+// answerCaller hands a caller of b to the run's client. When the run
+// cannot take it — it is away, its process does not answer, or the name is
+// being given back — the caller goes to what the name reached before the
+// run took it over (DeployedDialer), so that it sees no error; when there
+// is nothing else (a name the run created), it is refused at once with a
+// TCP reset, never left hanging. The path proof's own probes stop here.
+func (a *Agent) answerCaller(b *binding, raw net.Conn) {
+	c := b.proof.screen(raw)
+	if c == nil {
+		return
+	}
+	why := b.toRun(func(dc *devConn) bool { return dc.forwardCaller(b, c) }, "its process does not answer")
+	if why == "" {
+		return
+	}
+	if d, ok := a.Platform.(DeployedDialer); ok && b.served.TookOver {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), dialTimeout) // callers are answered during shutdown too
+		up, err := d.DialDeployed(ctx, b.Binding)
+		cancel()
+		if err == nil {
+			a.routed(b, routeDeployed, why)
+			pipe(c, up)
+			return
+		}
+		why += "; the deployed service cannot be reached: " + err.Error()
+	}
+	a.routed(b, routeRefused, why)
+	if tcp, ok := raw.(*net.TCPConn); ok {
+		tcp.SetLinger(0) // close with a reset: the caller learns at once
+	}
+	raw.Close()
+}
+
+// toRun hands a caller (or a flow) of b to the run's connection with
+// forward, and returns "", or says why the run cannot take it: it is away,
+// the name is given back, or refused (forward returned false).
+func (b *binding) toRun(forward func(dc *devConn) bool, refused string) (why string) {
+	if dc := b.conn.Load(); dc != nil {
+		if forward(dc) {
+			return ""
+		}
+		return refused
+	}
+	if b.givenBack.Load() {
+		return "the name is given back"
+	}
+	return "the run is away"
+}
+
+// routed logs where b's callers go, when that changes.
+func (a *Agent) routed(b *binding, route int32, why string) {
+	if b.route.Swap(route) == route {
+		return
+	}
+	run, dev := b.Holder.Run, b.Holder.Developer
+	switch route {
+	case routeRun:
+		a.plog.printf(dev, "run %s: callers of %s:%s reach the run", run, b.Name, portText(b.Port, b.UDP))
+	case routeDeployed:
+		a.plog.printf(dev, "run %s: callers of %s:%d go to the deployed service (%s)", run, b.Name, b.Port, why)
+	case routeRefused:
+		a.plog.printf(dev, "run %s: callers of %s:%s are refused (%s)", run, b.Name, portText(b.Port, b.UDP), why)
+	}
+}
+
+// newRunID makes a run id: 128 random bits, so that no one guesses
+// another's (which would not let them act as that run anyway: a run belongs
+// to its key).
 func newRunID(prefix string) string {
-	var b [8]byte
+	var b [16]byte
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
 }

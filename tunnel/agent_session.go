@@ -16,6 +16,11 @@ import (
 // it. With a terminal, Ctrl-C or Ctrl-D ends the run at once, as a goodbye.
 // X11, agent forwarding, environment variables and subsystems are refused.
 func (dc *devConn) session(nc ssh.NewChannel) {
+	if err := dc.a.usage.take(dc.fingerprint, useChannel); err != nil {
+		nc.Reject(ssh.ResourceShortage, err.Error())
+		return
+	}
+	defer dc.a.usage.give(dc.fingerprint, useChannel)
 	ch, reqs, err := nc.Accept()
 	if err != nil {
 		return
@@ -45,9 +50,9 @@ func (dc *devConn) session(nc ssh.NewChannel) {
 // statusSession prints the run's status in the session, then passes the
 // run's events to it until the client ends it.
 func (dc *devConn) statusSession(ch ssh.Channel, pty bool) {
-	r := dc.ensureRun()
-	if r == nil {
-		fmt.Fprintln(ch.Stderr(), "plug agent: "+errAgentStopping.Error())
+	r, err := dc.ensureRun()
+	if err != nil {
+		fmt.Fprintln(ch.Stderr(), "plug agent: "+err.Error())
 		ch.Close()
 		return
 	}

@@ -18,25 +18,14 @@ func sinkServer(tb testing.TB) string {
 	})
 }
 
-// BenchmarkServedName measures what a caller in the cluster sends to a
-// developer's process through a served name: agent, SSH, client, local.
-func BenchmarkServedName(b *testing.B) {
-	platform := tunneltest.NewPlatform()
-	addr, hostKey, _ := tunneltest.StartAgent(b, platform, func(a *tunnel.Agent) { a.Logf = func(string, ...any) {} })
-	priv, _ := newKey(b)
-	s, err := tunnel.Connect(context.Background(), tunnel.ClientConfig{Addr: addr, User: "dev", Signer: priv, HostKey: hostKey})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Serve(context.Background(), "sink", 80, sinkServer(b)); err != nil {
-		b.Fatal(err)
-	}
+// benchmarkSink sends 64 MiB per iteration to a sink through a connection
+// dial opens, and waits for the sink's answer.
+func benchmarkSink(b *testing.B, dial func() (net.Conn, error)) {
 	chunk := make([]byte, 1<<20)
 	b.SetBytes(int64(len(chunk)) * 64)
 	b.ResetTimer()
 	for range b.N {
-		c, err := platform.DialContext(context.Background(), "tcp", "sink:80")
+		c, err := dial()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -51,4 +40,39 @@ func BenchmarkServedName(b *testing.B) {
 		}
 		c.Close()
 	}
+}
+
+// BenchmarkServedName measures what a caller in the cluster sends to a
+// developer's process through a served name: agent, SSH, client, local.
+func BenchmarkServedName(b *testing.B) {
+	platform := tunneltest.NewPlatform()
+	addr, hostKey, _ := tunneltest.StartAgent(b, platform, func(a *tunnel.Agent) { a.Logf = func(string, ...any) {} })
+	priv, _ := newKey(b)
+	s, err := tunnel.Connect(context.Background(), tunnel.ClientConfig{Addr: addr, User: "dev", Signer: priv, HostKey: hostKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Serve(context.Background(), "sink", 80, sinkServer(b)); err != nil {
+		b.Fatal(err)
+	}
+	benchmarkSink(b, func() (net.Conn, error) { return platform.DialContext(context.Background(), "tcp", "sink:80") })
+}
+
+// BenchmarkCarriedName measures what a developer's process sends to a
+// name in the cluster: local, client, SSH, agent, workload. The agent is
+// the receiving end of the SSH connection.
+func BenchmarkCarriedName(b *testing.B) {
+	platform := tunneltest.NewPlatform()
+	platform.AddWorkload("sink:80", sinkServer(b))
+	platform.SetNames(tunnel.ClusterName{Name: "sink", Ports: []int{80}})
+	addr, hostKey, _ := tunneltest.StartAgent(b, platform, func(a *tunnel.Agent) { a.Logf = func(string, ...any) {} })
+	priv, _ := newKey(b)
+	s, err := tunnel.Connect(context.Background(), tunnel.ClientConfig{Addr: addr, User: "dev", Signer: priv, HostKey: hostKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	local := serveEach(b, func(c net.Conn) { s.Carry(context.Background(), c, "sink:80") })
+	benchmarkSink(b, func() (net.Conn, error) { return net.Dial("tcp", local) })
 }

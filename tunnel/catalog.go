@@ -52,19 +52,20 @@ type catalogName struct {
 	Name    string   `json:"name"`
 	Aliases []string `json:"aliases,omitempty"`
 	Ports   []int    `json:"ports"`
+	// UDP are the UDP ports; older CLIs ignore the field.
+	UDP []int `json:"udp,omitempty"`
 }
-
-func (catalogMsg) controlType() string { return typeCatalog }
 
 // normalize sorts the catalog's names and their ports, drops duplicate
 // ports, and cuts a name's ports or aliases at the limits, with a note.
 func normalize(c Catalog) Catalog {
 	out := Catalog{Notes: slices.Clone(c.Notes), Unavailable: c.Unavailable}
 	for _, n := range c.Names {
-		ports := slices.Clone(n.Ports)
-		slices.Sort(ports)
-		ports = slices.Compact(ports)
-		ports = slices.DeleteFunc(ports, func(p int) bool { return CheckPort(p) != nil })
+		ports := cleanPorts(n.Ports)
+		udp := cleanPorts(n.UDPPorts)
+		if len(udp) > MaxNamePorts {
+			udp = udp[:MaxNamePorts]
+		}
 		if len(ports) > MaxNamePorts {
 			if len(out.Notes) < maxCatalogNotes {
 				out.Notes = append(out.Notes, fmt.Sprintf("%s has %d ports; runs are told the first %d (up to port %d)", n.Name, len(ports), MaxNamePorts, ports[MaxNamePorts-1]))
@@ -75,7 +76,7 @@ func normalize(c Catalog) Catalog {
 		if len(aliases) > maxNameAliases {
 			aliases = aliases[:maxNameAliases]
 		}
-		out.Names = append(out.Names, ClusterName{Name: n.Name, Aliases: aliases, Ports: ports})
+		out.Names = append(out.Names, ClusterName{Name: n.Name, Aliases: aliases, Ports: ports, UDPPorts: udp, Protected: slices.Clone(n.Protected)})
 	}
 	slices.SortFunc(out.Names, func(a, b ClusterName) int {
 		switch {
@@ -89,13 +90,21 @@ func normalize(c Catalog) Catalog {
 	return out
 }
 
+// cleanPorts returns ports sorted, each once, without those out of range.
+func cleanPorts(ports []int) []int {
+	ports = slices.Clone(ports)
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	return slices.DeleteFunc(ports, func(p int) bool { return CheckPort(p) != nil })
+}
+
 // catalogFrames splits c into messages that each fit a control frame.
 func catalogFrames(c Catalog) []catalogMsg {
 	msgs := []catalogMsg{{Notes: c.Notes, Unavailable: c.Unavailable}}
 	head, _ := json.Marshal(msgs[0])
 	size := len(head)
 	for _, n := range c.Names {
-		wire := catalogName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports}
+		wire := catalogName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDP: n.UDPPorts}
 		b, _ := json.Marshal(wire)
 		cur := &msgs[len(msgs)-1]
 		if len(cur.Names) > 0 && size+len(b) > catalogFrameBudget {
@@ -113,33 +122,31 @@ func catalogFrames(c Catalog) []catalogMsg {
 // (too long, too many ports, a port out of range) is left out with a note
 // rather than failing the whole message: the other names keep working.
 func decodeCatalog(frame []byte) (catalogMsg, error) {
-	var m catalogMsg
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return m, fmt.Errorf("malformed catalog: %w", err)
-	}
-	if err := checkText(&m.Unavailable); err != nil {
-		return m, fmt.Errorf("catalog: %w", err)
-	}
-	if len(m.Notes) > maxCatalogNotes {
-		m.Notes = m.Notes[:maxCatalogNotes]
-	}
-	for i := range m.Notes {
-		if err := checkText(&m.Notes[i]); err != nil {
-			return m, fmt.Errorf("catalog: %w", err)
+	return decodeMsg(frame, "catalog", func(m *catalogMsg) error {
+		if err := checkText(&m.Unavailable); err != nil {
+			return fmt.Errorf("catalog: %w", err)
 		}
-	}
-	kept := m.Names[:0]
-	for _, n := range m.Names {
-		if why := badCatalogName(n); why != "" {
-			if len(m.Notes) < maxCatalogNotes {
-				m.Notes = append(m.Notes, "the agent sent a name this run cannot use: "+why)
+		if len(m.Notes) > maxCatalogNotes {
+			m.Notes = m.Notes[:maxCatalogNotes]
+		}
+		for i := range m.Notes {
+			if err := checkText(&m.Notes[i]); err != nil {
+				return fmt.Errorf("catalog: %w", err)
 			}
-			continue
 		}
-		kept = append(kept, n)
-	}
-	m.Names = kept
-	return m, nil
+		kept := m.Names[:0]
+		for _, n := range m.Names {
+			if why := badCatalogName(n); why != "" {
+				if len(m.Notes) < maxCatalogNotes {
+					m.Notes = append(m.Notes, "the agent sent a name this run cannot use: "+why)
+				}
+				continue
+			}
+			kept = append(kept, n)
+		}
+		m.Names = kept
+		return nil
+	})
 }
 
 // badCatalogName says what is wrong with n, or "".
@@ -153,15 +160,15 @@ func badCatalogName(n catalogName) string {
 		return fmt.Sprintf("%q is empty or longer than %d characters", short, maxHostLen)
 	case len(n.Aliases) > maxNameAliases:
 		return fmt.Sprintf("%s has %d aliases, more than %d", short, len(n.Aliases), maxNameAliases)
-	case len(n.Ports) > MaxNamePorts:
-		return fmt.Sprintf("%s has %d ports, more than %d", short, len(n.Ports), MaxNamePorts)
+	case len(n.Ports) > MaxNamePorts || len(n.UDP) > MaxNamePorts:
+		return fmt.Sprintf("%s has more than %d ports of one protocol", short, MaxNamePorts)
 	}
 	for _, a := range n.Aliases {
 		if a == "" || len(a) > maxHostLen {
 			return fmt.Sprintf("%s has an alias that is empty or longer than %d characters", short, maxHostLen)
 		}
 	}
-	for _, p := range n.Ports {
+	for _, p := range slices.Concat(n.Ports, n.UDP) {
 		if CheckPort(p) != nil {
 			return fmt.Sprintf("%s has port %d, out of range", short, p)
 		}
@@ -204,6 +211,6 @@ func (s *catalogState) set(c Catalog) {
 func sameCatalog(a, b Catalog) bool {
 	return a.Unavailable == b.Unavailable && slices.Equal(a.Notes, b.Notes) &&
 		slices.EqualFunc(a.Names, b.Names, func(x, y ClusterName) bool {
-			return x.Name == y.Name && slices.Equal(x.Aliases, y.Aliases) && slices.Equal(x.Ports, y.Ports)
+			return x.Name == y.Name && slices.Equal(x.Aliases, y.Aliases) && slices.Equal(x.Ports, y.Ports) && slices.Equal(x.UDPPorts, y.UDPPorts)
 		})
 }

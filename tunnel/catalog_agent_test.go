@@ -64,6 +64,7 @@ func TestCatalogFollowsThePlatform(t *testing.T) {
 func TestCarryReachesAWorkload(t *testing.T) {
 	p := tunneltest.NewPlatform()
 	p.AddWorkload("web:80", echoServer(t, "web says "))
+	p.SetNames(tunnel.ClusterName{Name: "web", Ports: []int{80}})
 	addr, hostKey, _ := tunneltest.StartAgent(t, p)
 	signer, _ := newKey(t)
 	s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -39,6 +40,10 @@ type RunInfo struct {
 	ID      string // stable across reconnects; one is made when empty
 	Version string // the CLI's version; default Version
 	Serves  bool   // the run serves names (-s), rather than only consuming
+	Comment string // the comment of the public key, shown beside its fingerprint in plug who
+	// Container is ContainerDockerrun when CMD runs in a local Docker
+	// container; the agent shows it in plug who and its audit.
+	Container string
 }
 
 // Session is a run's link to an agent. It survives dropped connections: it
@@ -53,7 +58,8 @@ type Session struct {
 	maintained chan struct{} // closed when the reconnect loop has returned
 	done       chan struct{}
 	finishOnce sync.Once
-	err        error // why the session ended; set before done is closed
+	skewOnce   sync.Once // the warning of a minor version skew
+	err        error     // why the session ended; set before done is closed
 
 	names catalogState // what the agent last said the run can consume
 
@@ -68,8 +74,12 @@ type Session struct {
 type forward struct {
 	name        string
 	port        int
+	udp         bool // port and local are UDP ports
 	local       string
+	filter      Filter      // a personal takeover's; empty for a full one; none for UDP
+	since       time.Time   // when it was asked for
 	established bool        // served once: asked for again after a reconnect
+	answered    atomic.Bool // the local address has answered a caller
 	failing     atomic.Bool // the local address did not answer the last caller
 }
 
@@ -78,14 +88,25 @@ const (
 	reconnectMax     = 5 * time.Second
 	goodbyeTimeout   = 5 * time.Second
 	localDialTimeout = 5 * time.Second
+	// localStartGrace is how long after a name is served its local address
+	// may not answer before the developer is told: CMD starts after.
+	localStartGrace = 10 * time.Second
+	// moveTimeout bounds the reconnect to another agent when the agent
+	// moves the run (Session.move).
+	moveTimeout = 10 * time.Second
+	// The old connection of a moved run goes on taking callers (the
+	// cluster's routing may send some there a moment longer) until none has
+	// come for moveQuiet and those it carries have finished, and for at
+	// least moveDrain and at most moveDrainMax.
+	moveDrain    = 3 * time.Second
+	moveQuiet    = 2 * time.Second
+	moveDrainMax = 20 * time.Second
 )
 
 var errSessionClosed = errors.New("the session with the agent is closed")
 
 // Connect opens a run on the agent at cfg.Addr. Its errors say what to do:
-// *UnreachableError, *HostKeyError, *AuthError, *EndedError. Unless GOGC
-// is set, it sets the process's garbage collector target for carrying
-// streams (gc.go).
+// *UnreachableError, *HostKeyError, *AuthError, *EndedError.
 func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if cfg.Addr == "" || cfg.User == "" || cfg.Signer == nil || cfg.HostKey == nil {
 		return nil, errors.New("tunnel: a ClientConfig needs Addr, User, Signer and HostKey")
@@ -93,7 +114,6 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 	if cfg.User == getUser {
 		return nil, errors.New("the user get only downloads plug from the agent; a profile needs another user name")
 	}
-	tuneGC()
 	if cfg.Run.ID == "" {
 		cfg.Run.ID = newRunID("")
 	} else if err := checkRunID(cfg.Run.ID); err != nil {
@@ -128,7 +148,36 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 // session is reconnecting, Serve waits for it, within ctx.
 // A refusal is a *ServeError saying why.
 func (s *Session) Serve(ctx context.Context, name string, clusterPort int, local string) (Served, error) {
+	return s.ServeFiltered(ctx, name, clusterPort, local, Filter{})
+}
+
+// ServeFiltered is Serve of a personal takeover: only the HTTP requests
+// filter
+// matches reach local; the agent sends every other caller to the deployed
+// service (see Filter). An empty filter is Serve. An agent that does not route
+// by filter refuses it, saying so, and serves nothing.
+func (s *Session) ServeFiltered(ctx context.Context, name string, clusterPort int, local string, filter Filter) (Served, error) {
+	return s.serve(ctx, &forward{name: name, port: clusterPort, local: local, filter: filter})
+}
+
+// ServeUDP asks the agent to make name's UDP port clusterPort in the
+// cluster reach local (host:port, a UDP port on this machine) for as long
+// as the session lasts, as Serve does for TCP: each sender in the cluster
+// is one flow, sent to local from a socket of its own, whose replies go
+// back to the sender; a flow ends after DatagramIdle without a datagram
+// either way. An agent or a platform that does not serve UDP refuses it
+// with a *ServeError saying so.
+func (s *Session) ServeUDP(ctx context.Context, name string, clusterPort int, local string) (Served, error) {
+	return s.serve(ctx, &forward{name: name, port: clusterPort, udp: true, local: local})
+}
+
+// serve asks for f (its name, port, protocol, local address and filter).
+func (s *Session) serve(ctx context.Context, f *forward) (Served, error) {
+	name, clusterPort, local, filter := f.name, f.port, f.local, f.filter
 	if err := CheckName(name); err != nil {
+		return Served{}, err
+	}
+	if err := filter.Check(); err != nil {
 		return Served{}, err
 	}
 	if err := CheckPort(clusterPort); err != nil {
@@ -137,7 +186,7 @@ func (s *Session) Serve(ctx context.Context, name string, clusterPort int, local
 	if _, _, err := net.SplitHostPort(local); err != nil {
 		return Served{}, fmt.Errorf("the local address %q is not HOST:PORT, e.g. localhost:3000", local)
 	}
-	f := &forward{name: name, port: clusterPort, local: local}
+	f.since = time.Now()
 	s.mu.Lock()
 	switch {
 	case s.closed:
@@ -174,26 +223,51 @@ func (s *Session) Serve(ctx context.Context, name string, clusterPort int, local
 // While the session is reconnecting, Dial waits for it, within ctx.
 // The connection does not support deadlines.
 func (s *Session) Dial(ctx context.Context, address string) (net.Conn, error) {
+	conn, _, err := s.open(ctx, "direct-tcpip", address, nil)
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// open opens a channel of chanType to address ("name:port") through the
+// agent, waiting for a reconnecting session within ctx. Given local, the
+// connection a direct-tcpip channel is to carry, and a connection that
+// stripes, it opens the first channel of a striped connection for local
+// instead, and returns that too.
+func (s *Session) open(ctx context.Context, chanType, address string, local io.ReadWriteCloser) (*channelConn, *stripe, error) {
 	host, portText, err := net.SplitHostPort(address)
 	port, perr := strconv.Atoi(portText)
 	if err != nil || perr != nil || host == "" || CheckPort(port) != nil {
-		return nil, fmt.Errorf("%q is not NAME:PORT, e.g. my-service:8080", address)
+		return nil, nil, fmt.Errorf("%q is not NAME:PORT, e.g. my-service:8080", address)
 	}
 	for {
 		cc, err := s.connected(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		conn, err := cc.dial(ctx, host, port)
+		if chanType == datagramChannelType && !cc.welcome.Datagrams {
+			return nil, nil, &DialError{Address: address, Reason: fmt.Sprintf("the agent (plug %s) does not carry UDP; update the agent", printable(cc.welcome.Version))}
+		}
+		typ, st := chanType, (*stripe)(nil)
+		if local != nil && cc.stripes.striping() {
+			typ, st = stripeDirectType, cc.stripes.newStripe(local)
+		}
+		conn, err := cc.dial(ctx, typ, host, port, st)
+		if err != nil && st != nil {
+			st.drop()
+		}
 		if !errors.Is(err, errConnLost) {
-			return conn, err
+			return conn, st, err
 		}
 	}
 }
 
 // Close ends the run: it says goodbye, so the agent gives every name back at
-// once, then closes the connection. Close during a reconnect connects once
-// more to say it. Close is idempotent.
+// once, lets the callers the connection still carries finish (at most 5 s;
+// the agent sends it no new ones once the names are back), then closes the
+// connection. Close during a reconnect connects once more to say it. Close
+// is idempotent.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -220,6 +294,7 @@ func (s *Session) Close() error {
 	}
 	if cc != nil {
 		cc.sayGoodbye()
+		cc.finishCarrying(goodbyeTimeout)
 		cc.conn.Close()
 	}
 	s.finish(nil)
@@ -247,11 +322,20 @@ func (s *Session) maintain(cc *clientConn) {
 	for {
 		select {
 		case <-cc.gone:
+		case <-cc.moved:
+			cc = s.current() // the run moved to another agent: follow it there
+			continue
 		case <-s.ctx.Done():
 			return
 		}
 		if s.ctx.Err() != nil {
 			return
+		}
+		select {
+		case <-cc.moved:
+			cc = s.current()
+			continue
+		default:
 		}
 		s.setCurrent(nil)
 		switch e := cc.ended; {
@@ -272,10 +356,59 @@ func (s *Session) maintain(cc *clientConn) {
 		if next == nil {
 			return
 		}
-		s.restore(next)
+		s.restore(next, "reconnected")
 		s.setCurrent(next)
 		cc = next
 	}
+}
+
+// move moves the run from old, whose agent is stopping, to another agent:
+// a new connection (the agent's address reaches another replica once the
+// stopping one no longer accepts), which serves the run's names again.
+// old goes on carrying callers meanwhile, and afterwards until no caller
+// has come to it for moveQuiet and the callers it carries have finished
+// (from moveDrain to moveDrainMax after the move); then plug says moved on
+// it and closes it. If no other agent answers within
+// moveTimeout, plug says so on old (moved, naming no agent), which goes on
+// carrying callers while the stopping agent gives the names back, then
+// ends the run; the run reconnects as after any loss.
+func (s *Session) move(old *clientConn) {
+	s.event(Event{Kind: EventInfo, Text: "the agent is shutting down; moving the run to another agent…"})
+	ctx, cancel := untilClosed(s.ctx, moveTimeout, old.gone)
+	defer cancel()
+	var next *clientConn
+	for delay := 250 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		cc, err := s.dial(ctx)
+		if err == nil {
+			next = cc
+			break
+		}
+		select {
+		case <-ctx.Done():
+			if !old.isGone() && s.ctx.Err() == nil {
+				s.event(Event{Kind: EventWarning, Text: "could not move the run to another agent: " + err.Error() + "; the stopping agent gives the names back"})
+				old.control.send(movedMsg{})
+			}
+			return
+		case <-time.After(delay):
+		}
+	}
+	s.restore(next, "moved to agent "+next.welcome.Agent)
+	s.mu.Lock()
+	if s.cur != old || old.isGone() || s.closed {
+		s.mu.Unlock()
+		next.conn.Close()
+		return
+	}
+	s.cur = next
+	close(s.changed)
+	s.changed = make(chan struct{})
+	close(old.moved)
+	s.mu.Unlock()
+
+	old.drain(time.Now())
+	old.control.send(movedMsg{Agent: next.welcome.Agent})
+	old.conn.Close()
 }
 
 // reconnect dials until it succeeds (with backoff), Close is called (nil,
@@ -314,9 +447,9 @@ func (s *Session) reconnect() (*clientConn, error) {
 	}
 }
 
-// restore asks for the run's names again on a new connection and says
-// which were kept.
-func (s *Session) restore(cc *clientConn) {
+// restore asks for the run's names again on a new connection and says,
+// after how (e.g. "reconnected"), which were kept.
+func (s *Session) restore(cc *clientConn, how string) {
 	s.mu.Lock()
 	var again []*forward
 	for _, f := range s.forwards {
@@ -338,7 +471,7 @@ func (s *Session) restore(cc *clientConn) {
 		}
 		names = append(names, fmt.Sprintf("%s:%d", f.name, f.port))
 	}
-	text := "reconnected"
+	text := how
 	switch {
 	case len(names) > 0 && cc.welcome.Resumed:
 		text += "; " + joinSorted(names) + " kept"
@@ -374,6 +507,13 @@ func (s *Session) connected(ctx context.Context) (*clientConn, error) {
 	}
 }
 
+// current is the live connection, nil while reconnecting.
+func (s *Session) current() *clientConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
 func (s *Session) setCurrent(cc *clientConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -390,10 +530,10 @@ func (s *Session) dropForward(f *forward) {
 	}
 }
 
-func (s *Session) lookupForward(name string, port int) *forward {
+func (s *Session) lookupForward(name string, port int, udp bool) *forward {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if f := s.forwards[name]; f != nil && f.port == port {
+	if f := s.forwards[name]; f != nil && f.port == port && f.udp == udp {
 		return f
 	}
 	return nil

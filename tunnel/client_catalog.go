@@ -18,9 +18,13 @@ func (s *Session) Catalog() (Catalog, bool, <-chan struct{}) { return s.names.ge
 // Carry returns why and leaves c open, for the caller to refuse it as it
 // sees fit.
 func (s *Session) Carry(ctx context.Context, c net.Conn, address string) error {
-	remote, err := s.Dial(ctx, address)
+	remote, st, err := s.open(ctx, "direct-tcpip", address, c)
 	if err != nil {
 		return err
+	}
+	if st != nil {
+		st.carry(remote.Channel)
+		return nil
 	}
 	pipe(c, remote)
 	return nil
@@ -42,7 +46,7 @@ func (cc *clientConn) takeCatalog(m catalogMsg) {
 			}
 			break
 		}
-		p.Names = append(p.Names, ClusterName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports})
+		p.Names = append(p.Names, ClusterName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDPPorts: n.UDP})
 	}
 	if m.More {
 		return

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -21,18 +23,23 @@ type clientConn struct {
 	conn    ssh.Conn
 	control *controlConn
 	welcome welcomeMsg
+	stripes *stripeTable // its striped connections (stripe.go)
 
 	gone       chan struct{} // closed once the connection is closed and its control messages read
 	readerDone chan struct{}
 	bye        chan struct{} // closed when the agent acknowledged the goodbye
 	byeOnce    sync.Once
-	ended      *endedMsg // the agent ended the run; read after gone
+	ended      *endedMsg     // the agent ended the run; read after gone
+	moved      chan struct{} // closed when the run moved to another connection (Session.move)
+	carrying   atomic.Int32  // the callers being carried on this connection
+	lastCaller atomic.Int64  // when the last caller came, in Unix nanoseconds
 
 	pendingCatalog *Catalog // a catalog split over messages, until its last
 	catalogFull    bool     // the pending catalog reached maxCatalogNames
 
-	mu      sync.Mutex
-	waiters map[string]chan serveOutcome // per name, for the answer to a tcpip-forward
+	mu            sync.Mutex
+	waiters       map[string]chan serveOutcome   // per name, for the answer to a tcpip-forward
+	volumeWaiters map[string]chan volumeReadyMsg // per id, for the answer to a volume request
 }
 
 // serveOutcome is what the control channel said about a tcpip-forward.
@@ -63,12 +70,15 @@ func (s *Session) dial(ctx context.Context) (*clientConn, error) {
 		return nil, err
 	}
 	cc := &clientConn{
-		s:          s,
-		conn:       conn,
-		gone:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-		bye:        make(chan struct{}),
-		waiters:    map[string]chan serveOutcome{},
+		s:             s,
+		conn:          conn,
+		gone:          make(chan struct{}),
+		readerDone:    make(chan struct{}),
+		bye:           make(chan struct{}),
+		moved:         make(chan struct{}),
+		waiters:       map[string]chan serveOutcome{},
+		volumeWaiters: map[string]chan volumeReadyMsg{},
+		stripes:       stripeTableOf(conn, false),
 	}
 	go cc.acceptChannels(chans)
 	go answerRequests(reqs)
@@ -81,6 +91,12 @@ func (s *Session) dial(ctx context.Context) (*clientConn, error) {
 		conn.Close()
 		return nil, err
 	}
+	cc.stripes.agree(cc.welcome.Stripes)
+	if err := s.checkVersions(cc.welcome.Version); err != nil {
+		cc.control.send(goodbyeMsg{})
+		conn.Close()
+		return nil, err
+	}
 	if !cc.welcome.Names {
 		s.names.set(Catalog{Unavailable: fmt.Sprintf("the agent at %s (plug %s) does not tell the cluster's names; update the agent to consume them by name", cfg.Addr, cc.welcome.Version)})
 	}
@@ -90,8 +106,25 @@ func (s *Session) dial(ctx context.Context) (*clientConn, error) {
 		<-cc.readerDone
 		close(cc.gone)
 	}()
-	go keepAlive(conn, cfg.KeepAlive, cc.gone)
+	go keepAlive(conn, cfg.KeepAlive, cc.gone, cc.stripes.sawRTT)
 	return cc, nil
+}
+
+// checkVersions refuses an agent of another major version than the CLI's
+// (a *VersionError naming the update to run), and warns once per Session
+// of one of another minor version.
+func (s *Session) checkVersions(agent string) error {
+	cli := s.cfg.Run.Version
+	ok, says := Compatible(cli, agent, s.cfg.Profile)
+	if !ok {
+		return &VersionError{CLI: cli, Agent: agent, Says: says}
+	}
+	if cm, cmin, cok := releaseVersion(cli); cok {
+		if am, amin, aok := releaseVersion(agent); aok && cm == am && cmin != amin {
+			s.skewOnce.Do(func() { s.event(Event{Kind: EventWarning, Text: says}) })
+		}
+	}
+	return nil
 }
 
 // handshake connects to the agent, checks its host key against the pinned
@@ -107,8 +140,8 @@ func (s *Session) handshake(ctx context.Context) (conn ssh.Conn, chans <-chan ss
 	abort = context.AfterFunc(ctx, func() { raw.Close() })
 	var banner strings.Builder
 	sshConfig := &ssh.ClientConfig{
+		Config:          strongAlgorithms(),
 		User:            cfg.User,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(cfg.Signer)},
 		HostKeyCallback: s.checkHostKey,
 		BannerCallback: func(msg string) error {
 			if banner.Len() < maxTextField {
@@ -117,6 +150,9 @@ func (s *Session) handshake(ctx context.Context) (conn ssh.Conn, chans <-chan ss
 			return nil
 		},
 		ClientVersion: "SSH-2.0-plug_" + sshVersionWord(cfg.Run.Version),
+	}
+	if cfg.Signer != nil { // without one, only "none", which the get user takes
+		sshConfig.Auth = []ssh.AuthMethod{ssh.PublicKeys(cfg.Signer)}
 	}
 	if cfg.HostKey.Type() == ssh.KeyAlgoED25519 {
 		sshConfig.HostKeyAlgorithms = []string{ssh.KeyAlgoED25519}
@@ -154,7 +190,7 @@ func (s *Session) handshakeError(ctx context.Context, err error, banner string) 
 			User:        s.cfg.User,
 			Profile:     s.cfg.Profile,
 			Fingerprint: ssh.FingerprintSHA256(s.cfg.Signer.PublicKey()),
-			Reason:      printable(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(banner), "plug agent:"))),
+			Reason:      printableLines(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(banner), "plug agent:"))),
 		}
 	case ctx.Err() != nil:
 		return unreachable(s.cfg.Addr, ctx.Err())
@@ -176,7 +212,7 @@ func (cc *clientConn) hello() (welcomeMsg, error) {
 	if run.Serves {
 		kind = kindServes
 	}
-	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH}
+	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes}
 	if err := cc.control.send(h); err != nil {
 		return welcomeMsg{}, unreachable(addr, err)
 	}
@@ -225,7 +261,7 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 		}
 		served := Served{TookOver: m.TookOver, Detail: m.Detail}
 		if !cc.answer(m.Name, serveOutcome{served: served}) {
-			s.event(Event{Name: m.Name, Kind: EventInfo, Text: servedLine(m.Name, m.Port, served)})
+			s.event(Event{Name: m.Name, Kind: EventInfo, Text: servedLine(m.Name, m.Port, m.UDP, served)})
 		}
 	case typeEvent:
 		m, err := decodeEvent(frame)
@@ -241,19 +277,26 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 		if err != nil {
 			return err
 		}
+		if m.Move {
+			go s.move(cc)
+			return nil
+		}
 		cc.ended = &m
 		if !m.Retry {
 			s.event(Event{Kind: EventEnded, Text: (&EndedError{By: m.By, Reason: m.Reason}).Error()})
 		}
-		cc.conn.Close()
+		// The agent gave the names back before it said so: no caller comes
+		// any more, and those carried are let finish.
+		go func() {
+			cc.finishCarrying(goodbyeTimeout)
+			cc.conn.Close()
+		}()
 	case typeGoodbye:
 		cc.byeOnce.Do(func() { close(cc.bye) })
+	case typeVolumeReady:
+		return handleMsg(frame, decodeVolumeReady, cc.volumeReady)
 	case typeCatalog:
-		m, err := decodeCatalog(frame)
-		if err != nil {
-			return err
-		}
-		cc.takeCatalog(m)
+		return handleMsg(frame, decodeCatalog, cc.takeCatalog)
 	}
 	return nil
 }
@@ -273,27 +316,49 @@ func (cc *clientConn) answer(name string, o serveOutcome) bool {
 	return true
 }
 
+// awaitAnswer puts a channel for the one answer to key into waiters, which
+// mu guards, and returns it with the func that takes it out again.
+func awaitAnswer[T any](mu *sync.Mutex, waiters map[string]chan T, key string) (chan T, func()) {
+	ch := make(chan T, 1)
+	mu.Lock()
+	waiters[key] = ch
+	mu.Unlock()
+	return ch, func() {
+		mu.Lock()
+		delete(waiters, key)
+		mu.Unlock()
+	}
+}
+
 // requestForward sends tcpip-forward for f and returns what the agent
 // answered. errConnLost if the connection broke first.
 func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, error) {
-	answer := make(chan serveOutcome, 1)
-	cc.mu.Lock()
-	cc.waiters[f.name] = answer
-	cc.mu.Unlock()
-	defer func() {
-		cc.mu.Lock()
-		delete(cc.waiters, f.name)
-		cc.mu.Unlock()
-	}()
+	answer, done := awaitAnswer(&cc.mu, cc.waiters, f.name)
+	defer done()
 
-	payload := ssh.Marshal(forwardRequest{Addr: f.name, Port: uint32(f.port)})
+	reqType, payload := "tcpip-forward", ssh.Marshal(forwardRequest{Addr: f.name, Port: uint32(f.port)})
+	if !f.filter.Empty() {
+		if !cc.welcome.Filters {
+			return Served{}, &ServeError{Name: f.name, Port: f.port, Reason: fmt.Sprintf(
+				"the agent (plug %s) does not route requests by header or path; update the agent, or serve without --header and --path (a full takeover)", PeerText(cc.welcome.Version))}
+		}
+		text, _ := json.Marshal(f.filter) // a Filter always marshals
+		reqType, payload = filteredForwardRequest, ssh.Marshal(filteredForward{Addr: f.name, Port: uint32(f.port), Filter: string(text)})
+	}
+	cancelType := "cancel-tcpip-forward"
+	if f.udp {
+		if !cc.welcome.UDPServe {
+			return Served{}, &ServeError{Name: f.name, Port: f.port, Reason: fmt.Sprintf("the agent (plug %s) does not serve UDP ports; update the agent", PeerText(cc.welcome.Version))}
+		}
+		reqType, cancelType = datagramForwardRequest, cancelDatagramForward
+	}
 	type reply struct {
 		ok  bool
 		err error
 	}
 	replied := make(chan reply, 1)
 	go func() {
-		ok, _, err := cc.conn.SendRequest("tcpip-forward", true, payload)
+		ok, _, err := cc.conn.SendRequest(reqType, true, payload)
 		replied <- reply{ok, err}
 	}()
 	var r reply
@@ -303,7 +368,7 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 		// Give the name back if the agent serves it after all.
 		go func() {
 			if r := <-replied; r.ok {
-				cc.conn.SendRequest("cancel-tcpip-forward", false, payload)
+				cc.conn.SendRequest(cancelType, false, ssh.Marshal(forwardRequest{Addr: f.name, Port: uint32(f.port)}))
 			}
 		}()
 		return Served{}, ctx.Err()
@@ -325,17 +390,22 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 	return o.served, nil
 }
 
-// dial opens a direct-tcpip channel to host:port through the agent.
-func (cc *clientConn) dial(ctx context.Context, host string, port int) (net.Conn, error) {
+// dial opens a channel of chanType (direct-tcpip, datagramChannelType, or
+// stripeDirectType as the first channel of st) to host:port through the
+// agent.
+func (cc *clientConn) dial(ctx context.Context, chanType, host string, port int, st *stripe) (*channelConn, error) {
 	address := net.JoinHostPort(host, fmt.Sprint(port))
 	payload := ssh.Marshal(directChannel{Host: host, Port: uint32(port), Origin: "127.0.0.1"})
+	if st != nil {
+		payload = ssh.Marshal(stripeOpen{ID: st.id, Rest: payload})
+	}
 	type opened struct {
 		ch  ssh.Channel
 		err error
 	}
 	result := make(chan opened, 1)
 	go func() {
-		ch, reqs, err := cc.conn.OpenChannel("direct-tcpip", payload)
+		ch, reqs, err := cc.conn.OpenChannel(chanType, payload)
 		if err == nil {
 			go ssh.DiscardRequests(reqs)
 		}
@@ -374,35 +444,71 @@ func (cc *clientConn) sayGoodbye() {
 	}
 }
 
-func (cc *clientConn) isGone() bool {
-	select {
-	case <-cc.gone:
-		return true
-	default:
-		return false
+// finishCarrying returns once the connection carries no caller, or after
+// within.
+func (cc *clientConn) finishCarrying(within time.Duration) {
+	deadline := time.Now().Add(within)
+	for cc.carrying.Load() > 0 && time.Now().Before(deadline) && !cc.isGone() {
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// acceptChannels takes the agent's forwarded-tcpip channels: callers of the
-// run's names.
+// drain returns once the connection, which its run has left (Session.move)
+// at since, has had no caller for moveQuiet and carries none, but not
+// before moveDrain after since, and at moveDrainMax after since at the
+// latest.
+func (cc *clientConn) drain(since time.Time) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for now := range tick.C {
+		quiet := now.Sub(time.Unix(0, cc.lastCaller.Load())) >= moveQuiet && cc.carrying.Load() == 0
+		if (quiet && now.Sub(since) >= moveDrain) || now.Sub(since) >= moveDrainMax || cc.isGone() {
+			return
+		}
+	}
+}
+
+func (cc *clientConn) isGone() bool { return isClosed(cc.gone) }
+
+// acceptChannels takes the agent's forwarded-tcpip and stripeForwardedType
+// channels, callers of the run's names, its forwarded-datagram channels,
+// flows to them, and the channels the agent adds to striped connections.
 func (cc *clientConn) acceptChannels(chans <-chan ssh.NewChannel) {
 	for nc := range chans {
-		if nc.ChannelType() != "forwarded-tcpip" {
+		take := func(nc ssh.NewChannel) { cc.s.forwarded(nc, cc.stripes) }
+		switch nc.ChannelType() {
+		case "forwarded-tcpip", stripeForwardedType:
+		case forwardedDatagramType:
+			take = cc.s.forwardedDatagrams
+		case stripeJoinType:
+			go cc.stripes.join(nc)
+			continue
+		default:
 			nc.Reject(ssh.UnknownChannelType, "the plug CLI opens no "+nc.ChannelType()+" channels")
 			continue
 		}
-		go cc.s.forwarded(nc)
+		cc.carrying.Add(1)
+		cc.lastCaller.Store(time.Now().UnixNano())
+		go func() {
+			defer cc.carrying.Add(-1)
+			take(nc)
+		}()
 	}
 }
 
-// forwarded joins a caller of a served name to the local address.
-func (s *Session) forwarded(nc ssh.NewChannel) {
+// forwarded joins a caller of a served name to the local address, on a
+// plain channel or as a striped connection of stripes. When
+// nothing answers there, the channel is refused, and the agent sends the
+// caller to what the name reached before the run (or refuses it); the
+// developer is told once, but not while the process may still be starting
+// (localStartGrace after the name was served, until it first answers).
+func (s *Session) forwarded(nc ssh.NewChannel, stripes *stripeTable) {
 	var m forwardedChannel
-	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
-		nc.Reject(ssh.ConnectionFailed, "malformed forwarded-tcpip channel")
+	id, striped, ok := openPayload(nc, stripeForwardedType, &m)
+	if !ok {
 		return
 	}
-	f := s.lookupForward(m.Addr, int(m.Port))
+	f := s.lookupForward(m.Addr, int(m.Port), false)
 	if f == nil {
 		nc.Reject(ssh.Prohibited, fmt.Sprintf("this run does not serve %s:%d", m.Addr, m.Port))
 		return
@@ -410,21 +516,22 @@ func (s *Session) forwarded(nc ssh.NewChannel) {
 	local, err := net.DialTimeout("tcp", f.local, localDialTimeout)
 	if err != nil {
 		nc.Reject(ssh.ConnectionFailed, "nothing answers on "+f.local+" on the developer's machine")
-		if !f.failing.Swap(true) {
-			s.event(Event{Name: f.name, Kind: EventWarning, Text: fmt.Sprintf("%s:%d was called, but nothing answers on %s", f.name, f.port, f.local)})
+		if (f.answered.Load() || time.Since(f.since) > localStartGrace) && !f.failing.Swap(true) {
+			s.event(Event{Name: f.name, Kind: EventWarning, Text: fmt.Sprintf("%s:%d was called, but nothing answers on %s; its callers go to the deployed service meanwhile, if there is one", f.name, f.port, f.local)})
 		}
 		return
 	}
+	f.answered.Store(true)
 	if f.failing.Swap(false) {
 		s.event(Event{Name: f.name, Kind: EventHealed, Text: fmt.Sprintf("%s answers %s:%d again", f.local, f.name, f.port)})
 	}
-	ch, reqs, err := nc.Accept()
-	if err != nil {
-		local.Close()
+	if striped {
+		stripes.carryFirst(nc, id, local)
 		return
 	}
-	go ssh.DiscardRequests(reqs)
-	pipe(ch, local)
+	if ch, ok := acceptFor(nc, local); ok {
+		pipe(ch, local)
+	}
 }
 
 // channelConn is a direct-tcpip channel as a net.Conn.

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -27,6 +28,7 @@ func TestSessionServesDialsAndSaysGoodbye(t *testing.T) {
 	platform := tunneltest.NewPlatform()
 	platform.AddWorkload("db:5432", echoServer(t, "db says "))
 	platform.AddWorkload("api:8080", echoServer(t, "deployed api says "))
+	platform.SetNames(tunnel.ClusterName{Name: "db", Ports: []int{5432}}, tunnel.ClusterName{Name: "api", Ports: []int{8080}})
 	addr, hostKey, _ := tunneltest.StartAgent(t, platform)
 	signer, _ := newKey(t)
 	s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{ID: "run-1", Serves: true})
@@ -49,7 +51,7 @@ func TestSessionServesDialsAndSaysGoodbye(t *testing.T) {
 	expectEcho(t, func() (net.Conn, error) { return s.Dial(ctx, "db:5432") }, "db says ")
 	_, err = s.Dial(ctx, "nothing:1")
 	var dialErr *tunnel.DialError
-	if !errors.As(err, &dialErr) || !strings.Contains(err.Error(), "no such host") {
+	if !errors.As(err, &dialErr) || !strings.Contains(err.Error(), "not one of the cluster's names") {
 		t.Errorf("Dial of an unknown name: %v", err)
 	}
 
@@ -85,7 +87,7 @@ func TestSessionReconnectKeepsTheRunsNames(t *testing.T) {
 	expectEcho(t, platformDial(platform, "web:80"), "laptop says ")
 
 	proxy.Cut()
-	waitFor(t, 10*time.Second, "the session to say it reconnected", func() bool {
+	clustertest.Until(t, 10*time.Second, "the session to say it reconnected", func() bool {
 		return events.has("connection to the agent at "+proxy.Addr()+" lost, reconnecting") &&
 			events.has("reconnected; web:80 kept")
 	})
@@ -107,11 +109,11 @@ func TestGraceExpiryGivesNamesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Close()
-	waitFor(t, 5*time.Second, "web to be given back after the grace", func() bool {
+	clustertest.Until(t, 5*time.Second, "web to be given back after the grace", func() bool {
 		_, held := platform.Held("web")
 		return !held
 	})
-	waitFor(t, 5*time.Second, "the session to report it cannot reconnect", func() bool {
+	clustertest.Until(t, 5*time.Second, "the session to report it cannot reconnect", func() bool {
 		return events.has("still reconnecting: connection refused")
 	})
 	select {
@@ -136,16 +138,16 @@ func TestKeepAliveNoticesADeadPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Freeze()
-	waitFor(t, 5*time.Second, "the client to notice", func() bool { return events.has("lost, reconnecting") })
-	waitFor(t, 5*time.Second, "the agent to notice and give web back", func() bool {
+	clustertest.Until(t, 5*time.Second, "the client to notice", func() bool { return events.has("lost, reconnecting") })
+	clustertest.Until(t, 5*time.Second, "the agent to notice and give web back", func() bool {
 		_, held := platform.Held("web")
 		return !held
 	})
 	proxy.Close() // Close's goodbye is refused at once, rather than lost in the silence
 }
 
-// A name another run holds is refused, saying who holds it; the session
-// goes on.
+// A name another run holds is refused, saying who holds it (user, key,
+// since) but not the run id; the session goes on.
 func TestHeldNameIsRefusedWithItsHolder(t *testing.T) {
 	platform := tunneltest.NewPlatform()
 	platform.Hold("web", 80, tunnel.Holder{Run: "other-run", User: "alice", Developer: "SHA256:alice", Agent: "agent-1"})
@@ -156,19 +158,23 @@ func TestHeldNameIsRefusedWithItsHolder(t *testing.T) {
 
 	_, err := s.Serve(ctx, "web", 80, "localhost:1")
 	var refused *tunnel.ServeError
-	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "already served by run other-run of alice") {
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "already served by alice (key SHA256:alice) since") {
 		t.Fatalf("Serve of a held name: %v", err)
+	}
+	if strings.Contains(err.Error(), "other-run") {
+		t.Errorf("the refusal tells the holder's run id: %v", err)
 	}
 	if _, err := s.Serve(ctx, "api", 80, "localhost:1"); err != nil {
 		t.Errorf("Serve after a refusal: %v", err)
 	}
 }
 
-// An agent that shuts down gives back every name before it stops, and the
+// An agent that shuts down gives back, before it stops, every name of a
+// run that does not move to another agent (here there is none), and the
 // session keeps trying to reconnect.
 func TestAgentShutdownGivesNamesBack(t *testing.T) {
 	platform := tunneltest.NewPlatform()
-	addr, hostKey, stop := tunneltest.StartAgent(t, platform)
+	addr, hostKey, stop := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.MoveWait = 500 * time.Millisecond })
 	signer, _ := newKey(t)
 	s, events := connect(t, addr, hostKey, signer, tunnel.RunInfo{ID: "run-6", Serves: true})
 	if _, err := s.Serve(ctxFor(t, 20*time.Second), "web", 80, "localhost:1"); err != nil {
@@ -178,7 +184,7 @@ func TestAgentShutdownGivesNamesBack(t *testing.T) {
 	if _, held := platform.Held("web"); held {
 		t.Error("web still served after the agent stopped")
 	}
-	waitFor(t, 5*time.Second, "the session to say the agent is going", func() bool {
+	clustertest.Until(t, 5*time.Second, "the session to say the agent is going", func() bool {
 		return events.has("the agent is shutting down (agent); reconnecting")
 	})
 	select {
@@ -255,9 +261,7 @@ func TestWrongHostKeyIsRefused(t *testing.T) {
 // agent said, and where to take the key.
 func TestRefusedKeyIsAnAuthError(t *testing.T) {
 	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
-		a.Admit = func(user string, key ssh.PublicKey) error {
-			return errors.New("not accepted yet: ask a member of the cluster")
-		}
+		a.Keys = tunneltest.RefuseKeys("not accepted yet: ask a member of the cluster")
 	})
 	signer, _ := newKey(t)
 	_, err := tunnel.Connect(ctxFor(t, 20*time.Second), tunnel.ClientConfig{

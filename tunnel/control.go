@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
-	"unicode"
 )
 
 // The control channel carries what SSH has no word for: the run's identity,
@@ -17,11 +15,15 @@ import (
 // Each message, in either direction, is a JSON object with a "type" field,
 // preceded by its length as a 4-byte big-endian integer.
 //
-// CLI to agent: hello, goodbye, status (a question, asked without hello:
-// status.go). Agent to CLI: welcome, served, event, ended, catalog (the
-// names the run can consume, again at each change), goodbye (the
-// acknowledgement: every name of the run is given back) and status (the
-// answer). Unknown types are ignored, so either side may learn new ones.
+// CLI to agent: hello, goodbye, moved (the answer to an ended with Move:
+// the run now lives on another agent, or could not move), status (a
+// question, asked without hello: status.go), env (a workload's
+// environment, likewise: env.go), agent_update (plug update --agent:
+// agentupdate.go). Agent to CLI: welcome, served, event,
+// ended, catalog (the names the run can consume, again at each change),
+// goodbye (the acknowledgement: every name of the run is given back),
+// status (the answer), env_vars and env_done (the environment). Unknown
+// types are ignored, so either side may learn new ones.
 const (
 	controlChannelType = "control@plug"
 	maxControlFrame    = 64 << 10
@@ -33,6 +35,7 @@ const (
 	typeEvent   = "event"
 	typeEnded   = "ended"
 	typeCatalog = "catalog"
+	typeMoved   = "moved"
 )
 
 // Run kinds a hello announces.
@@ -54,6 +57,13 @@ type helloMsg struct {
 	Kind    string `json:"kind"`    // kindServes or kindConsumes
 	OS      string `json:"os"`
 	Arch    string `json:"arch"`
+	Comment string `json:"comment,omitempty"` // the comment of the developer's public key
+	// Container is ContainerDockerrun when CMD runs in a local Docker
+	// container (plug --dockerrun); "" otherwise. Older agents ignore it.
+	Container string `json:"container,omitempty"`
+	// Stripes is the most channels the CLI carries one connection over
+	// (stripe.go); older CLIs send none and are not striped.
+	Stripes int `json:"stripes,omitempty"`
 }
 
 // welcomeMsg answers a hello.
@@ -63,6 +73,17 @@ type welcomeMsg struct {
 	Platform string `json:"platform"` // what the agent runs on
 	Resumed  bool   `json:"resumed"`  // the run existed: its names were kept
 	Names    bool   `json:"names"`    // catalog messages follow
+	// Datagrams says the agent opens datagram channels (udp.go).
+	Datagrams bool `json:"datagrams,omitempty"`
+	// Filters says the agent serves personal takeovers
+	// (filteredForwardRequest).
+	Filters bool `json:"filters,omitempty"`
+	// Stripes is the most channels the agent carries one connection over,
+	// the smaller of its own and the hello's (stripe.go); 0: none.
+	Stripes int `json:"stripes,omitempty"`
+	// UDPServe says the agent takes datagram-forward requests (udp.go):
+	// a run may serve a name's UDP port, if the platform can.
+	UDPServe bool `json:"udpServe,omitempty"`
 }
 
 // servedMsg tells the CLI a name it asked for is served; it precedes the
@@ -70,6 +91,7 @@ type welcomeMsg struct {
 type servedMsg struct {
 	Name     string `json:"name"`
 	Port     int    `json:"port"`
+	UDP      bool   `json:"udp,omitempty"` // the port served is UDP
 	TookOver bool   `json:"took_over"`
 	Detail   string `json:"detail"`
 }
@@ -84,25 +106,50 @@ type eventMsg struct {
 
 // endedMsg says the agent ended the run. With Retry the agent is only going
 // away (shutting down) and the CLI reconnects, to it or to another replica.
+// With Move too, the agent keeps the connection and the run's names until
+// the CLI has moved the run to another agent over a new connection: the
+// CLI then says moved and closes this one (a CLI that does not know Move
+// closes it at once and reconnects).
 type endedMsg struct {
 	By     string `json:"by"`
 	Reason string `json:"reason"`
 	Retry  bool   `json:"retry,omitempty"`
+	Move   bool   `json:"move,omitempty"`
+}
+
+// movedMsg answers an endedMsg with Move: the run moved, and Agent serves
+// its names now; or, with Agent empty, the CLI found no other agent, and
+// this one gives the names back while the CLI goes on answering callers.
+type movedMsg struct {
+	Agent string `json:"agent"`
 }
 
 // goodbyeMsg ends a run on purpose (CLI to agent), and acknowledges that
 // every name of the run was given back (agent to CLI).
 type goodbyeMsg struct{}
 
-// message is a control message that knows its type.
+// message is a control message that knows its type. Every message type
+// is listed here.
 type message interface{ controlType() string }
 
-func (helloMsg) controlType() string   { return typeHello }
-func (welcomeMsg) controlType() string { return typeWelcome }
-func (servedMsg) controlType() string  { return typeServed }
-func (eventMsg) controlType() string   { return typeEvent }
-func (endedMsg) controlType() string   { return typeEnded }
-func (goodbyeMsg) controlType() string { return typeGoodbye }
+func (helloMsg) controlType() string       { return typeHello }
+func (welcomeMsg) controlType() string     { return typeWelcome }
+func (servedMsg) controlType() string      { return typeServed }
+func (eventMsg) controlType() string       { return typeEvent }
+func (endedMsg) controlType() string       { return typeEnded }
+func (goodbyeMsg) controlType() string     { return typeGoodbye }
+func (movedMsg) controlType() string       { return typeMoved }
+func (agentUpdateMsg) controlType() string { return typeAgentUpdate }
+func (catalogMsg) controlType() string     { return typeCatalog }
+func (envMsg) controlType() string         { return typeEnv }
+func (envVarsMsg) controlType() string     { return typeEnvVars }
+func (envDoneMsg) controlType() string     { return typeEnvDone }
+func (membersMsg) controlType() string     { return typeMembers }
+func (statusMsg) controlType() string      { return typeStatus }
+func (volumeMsg) controlType() string      { return typeVolume }
+func (volumeReadyMsg) controlType() string { return typeVolumeReady }
+func (whoMsg) controlType() string         { return typeWho }
+func (endMsg) controlType() string         { return typeEnd }
 
 // encodeFrame returns m as one frame: length, then the JSON object with its
 // "type" field.
@@ -158,85 +205,113 @@ func decodeType(frame []byte) (string, error) {
 	return head.Type, nil
 }
 
-func decodeHello(frame []byte) (helloMsg, error) {
-	var m helloMsg
+// decodeMsg reads a control frame as a T and hands it to check (if not
+// nil), which validates it and makes its strings safe for a terminal in
+// place. what names the message in the error of a frame that is not a T.
+func decodeMsg[T any](frame []byte, what string, check func(*T) error) (T, error) {
+	var m T
 	if err := json.Unmarshal(frame, &m); err != nil {
-		return m, fmt.Errorf("malformed hello: %w", err)
+		return m, fmt.Errorf("malformed %s: %w", what, err)
 	}
-	if err := checkRunID(m.Run); err != nil {
-		return m, err
+	if check == nil {
+		return m, nil
 	}
-	if m.Kind != kindServes && m.Kind != kindConsumes {
-		return m, fmt.Errorf("hello: kind %q is neither %q nor %q", m.Kind, kindServes, kindConsumes)
+	err := check(&m)
+	return m, err
+}
+
+// handleMsg decodes frame with decode and hands the message to handle; a
+// frame decode refuses is handled by nobody.
+func handleMsg[T any](frame []byte, decode func([]byte) (T, error), handle func(T)) error {
+	m, err := decode(frame)
+	if err != nil {
+		return err
 	}
-	for _, f := range []*string{&m.Version, &m.OS, &m.Arch} {
+	handle(m)
+	return nil
+}
+
+// checkFields runs checkShort on each of shorts and checkText on each of
+// texts; an error is prefixed with what.
+func checkFields(what string, shorts, texts []*string) error {
+	for _, f := range shorts {
 		if err := checkShort(f); err != nil {
-			return m, fmt.Errorf("hello: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	return m, nil
+	for _, f := range texts {
+		if err := checkText(f); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+func decodeHello(frame []byte) (helloMsg, error) {
+	return decodeMsg(frame, "hello", func(m *helloMsg) error {
+		if err := checkRunID(m.Run); err != nil {
+			return err
+		}
+		if m.Kind != kindServes && m.Kind != kindConsumes {
+			return fmt.Errorf("hello: kind %q is neither %q nor %q", m.Kind, kindServes, kindConsumes)
+		}
+		if err := checkFields("hello", []*string{&m.Version, &m.OS, &m.Arch, &m.Comment}, nil); err != nil {
+			return err
+		}
+		if m.Container != "" && m.Container != ContainerDockerrun {
+			return fmt.Errorf("hello: container %q is not %q", m.Container, ContainerDockerrun)
+		}
+		return nil
+	})
 }
 
 func decodeWelcome(frame []byte) (welcomeMsg, error) {
-	var m welcomeMsg
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return m, fmt.Errorf("malformed welcome: %w", err)
-	}
-	for _, f := range []*string{&m.Version, &m.Agent, &m.Platform} {
-		if err := checkShort(f); err != nil {
-			return m, fmt.Errorf("welcome: %w", err)
-		}
-	}
-	return m, nil
+	return decodeMsg(frame, "welcome", func(m *welcomeMsg) error {
+		return checkFields("welcome", []*string{&m.Version, &m.Agent, &m.Platform}, nil)
+	})
 }
 
 func decodeServed(frame []byte) (servedMsg, error) {
-	var m servedMsg
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return m, fmt.Errorf("malformed served: %w", err)
-	}
-	if err := CheckName(m.Name); err != nil {
-		return m, fmt.Errorf("served: %w", err)
-	}
-	if err := CheckPort(m.Port); err != nil {
-		return m, fmt.Errorf("served: %w", err)
-	}
-	return m, checkText(&m.Detail)
+	return decodeMsg(frame, "served", func(m *servedMsg) error {
+		if err := CheckName(m.Name); err != nil {
+			return fmt.Errorf("served: %w", err)
+		}
+		if err := CheckPort(m.Port); err != nil {
+			return fmt.Errorf("served: %w", err)
+		}
+		return checkText(&m.Detail)
+	})
 }
 
 func decodeEvent(frame []byte) (eventMsg, error) {
-	var m eventMsg
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return m, fmt.Errorf("malformed event: %w", err)
-	}
-	if m.Name != "" {
-		if err := CheckName(m.Name); err != nil {
-			return m, fmt.Errorf("event: %w", err)
+	return decodeMsg(frame, "event", func(m *eventMsg) error {
+		if m.Name != "" {
+			if err := CheckName(m.Name); err != nil {
+				return fmt.Errorf("event: %w", err)
+			}
 		}
-	}
-	if err := checkShort(&m.Kind); err != nil {
-		return m, fmt.Errorf("event: %w", err)
-	}
-	return m, checkText(&m.Text)
+		if err := checkShort(&m.Kind); err != nil {
+			return fmt.Errorf("event: %w", err)
+		}
+		return checkText(&m.Text)
+	})
 }
 
 func decodeEnded(frame []byte) (endedMsg, error) {
-	var m endedMsg
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return m, fmt.Errorf("malformed ended: %w", err)
-	}
-	if err := checkShort(&m.By); err != nil {
-		return m, fmt.Errorf("ended: %w", err)
-	}
-	return m, checkText(&m.Reason)
+	return decodeMsg(frame, "ended", func(m *endedMsg) error {
+		if err := checkShort(&m.By); err != nil {
+			return fmt.Errorf("ended: %w", err)
+		}
+		return checkText(&m.Reason)
+	})
+}
+
+func decodeMoved(frame []byte) (movedMsg, error) {
+	return decodeMsg(frame, "moved", func(m *movedMsg) error { return checkShort(&m.Agent) })
 }
 
 func decodeGoodbye(frame []byte) (goodbyeMsg, error) {
-	var m goodbyeMsg
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return m, fmt.Errorf("malformed goodbye: %w", err)
-	}
-	return m, nil
+	return decodeMsg[goodbyeMsg](frame, "goodbye", nil)
 }
 
 // checkRunID accepts 1 to 64 characters of [A-Za-z0-9._-].
@@ -270,29 +345,12 @@ func checkText(s *string) error {
 	return nil
 }
 
-// printable replaces control characters, so that a text shown in a terminal
-// cannot move its cursor or change its colours.
-func printable(s string) string {
-	return keepPrintable(s, false)
-}
+// printable escapes what is not printable text (see PeerText), so that a
+// text shown in a terminal cannot move its cursor or change its colours.
+func printable(s string) string { return escapeText(s, false) }
 
 // printableLines is printable, but keeps line feeds.
-func printableLines(s string) string {
-	return keepPrintable(s, true)
-}
-
-func keepPrintable(s string, lines bool) string {
-	bad := func(r rune) bool { return unicode.IsControl(r) && !(lines && r == '\n') }
-	if strings.IndexFunc(s, bad) < 0 {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if bad(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+func printableLines(s string) string { return escapeText(s, true) }
 
 // controlConn reads and writes control messages on a channel. Writes are
 // serialised; reads belong to one goroutine.

@@ -24,7 +24,7 @@
 // them without a second takeover.
 //
 // The user "get" needs no key and may only fetch the installer and the CLI
-// binaries:
+// binaries (package tunnel/handout serves them):
 //
 //	ssh -p 2222 get@agent install | sh -s -- HOST PORT
 //	ssh -p 2222 get@agent install-windows | bash -s -- HOST PORT

@@ -2,6 +2,7 @@ package tunnel_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,12 +12,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -151,6 +154,63 @@ func TestInstallerAsksForTheAddress(t *testing.T) {
 	}
 }
 
+// publicPlatform finds the agent's public address itself, as
+// swarmplatform does from the port its service publishes: here the
+// agent's own listening address.
+type publicPlatform struct {
+	*tunneltest.Platform
+	asked atomic.Int32
+}
+
+func (p *publicPlatform) PublicAddr(ctx context.Context, port int) (string, string, error) {
+	p.asked.Add(1)
+	return fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("the test publishes port %d on loopback", port), nil
+}
+
+// Without HOST and PORT the installer uses the address the platform found,
+// says so and how to give another, and the profile it makes works; the
+// agent logs the address and what it assumes.
+func TestInstallerUsesTheAddressThePlatformFinds(t *testing.T) {
+	plug := buildPlug(t)
+	var log lines
+	addr, _, _ := tunneltest.StartAgent(t, &publicPlatform{Platform: tunneltest.NewPlatform()}, agentLog(&log), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, plug, "")
+	})
+	_, port, _ := net.SplitHostPort(addr)
+	home := t.TempDir()
+	out, err := installer(t, addr, home)
+	if err != nil {
+		t.Fatalf("installer: %v\n%s", err, out)
+	}
+	if want := "using 127.0.0.1:" + port + ", the address the agent found for itself (the test publishes port " + port + " on loopback).\nIf you reach it by another address, pass that: ... get@HOST install | sh -s -- HOST PORT"; !strings.Contains(out, want) {
+		t.Errorf("the installer does not say %q:\n%s", want, out)
+	}
+	ls := exec.Command(filepath.Join(home, ".local", "bin", "plug"), "ls")
+	ls.Env = []string{"HOME=" + home}
+	if listing, err := ls.CombinedOutput(); err != nil || !strings.Contains(string(listing), "127.0.0.1:"+port) {
+		t.Errorf("plug ls after the install: %v\n%s", err, listing)
+	}
+	if want := "the installer tells developers to reach this agent at 127.0.0.1:" + port + ": the test publishes port " + port + " on loopback; if they reach it by another address, set it as the agent's public address (PLUG_PUBLIC_ADDR)"; !log.has(want) {
+		t.Errorf("the agent's log lacks %q:\n%s", want, log.String())
+	}
+}
+
+// An address the operator gives wins: the platform is not asked.
+func TestGivenPublicAddrIsNotLookedUp(t *testing.T) {
+	platform := &publicPlatform{Platform: tunneltest.NewPlatform()}
+	addr, _, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, []byte("#!/bin/sh\n"), "")
+		a.PublicAddr = "plug.example:32222"
+	})
+	out, err := exec.Command(openSSH(t), append(sshArgs(addr, ""), "get@127.0.0.1", "install")...).Output()
+	if err != nil || !strings.Contains(string(out), "default_host='plug.example'") || !strings.Contains(string(out), "found_how=''") {
+		t.Errorf("the installer: %v\n%s", err, out)
+	}
+	if n := platform.asked.Load(); n != 0 {
+		t.Errorf("the platform was asked %d times for the address the operator gave", n)
+	}
+}
+
 // The get user downloads a binary and its digest, and the Windows
 // installer is a script for bash.
 func TestGetServesBinariesAndDigests(t *testing.T) {
@@ -216,7 +276,7 @@ func TestGetRefusesEverythingElse(t *testing.T) {
 	}
 	local := freePort(t)
 	startSSH(t, append(sshArgs(addr, ""), "-N", "-L", fmt.Sprintf("%d:web:80", local), "get@127.0.0.1")...)
-	waitFor(t, 10*time.Second, "ssh -L to listen", func() bool {
+	clustertest.Until(t, 10*time.Second, "ssh -L to listen", func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local))
 		if err != nil {
 			return false
@@ -234,23 +294,67 @@ func TestGetRefusesEverythingElse(t *testing.T) {
 	}
 }
 
-// An agent serves at most four get connections at once; the next one is
-// told to come back later.
-func TestGetConnectionsAreBounded(t *testing.T) {
+// Idle get connections hold no download slot: with five of them open, a
+// sixth installs.
+func TestIdleGetConnectionsDoNotBlockInstalls(t *testing.T) {
 	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
 		a.BinDir = binDir(t, []byte("plug"), "")
 	})
-	for range 4 {
+	for range 5 {
 		c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{User: "get", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 	}
-	// At OpenSSH's default log level, as users run it, the refusal is shown.
-	args := append(append([]string{"-o", "LogLevel=INFO"}, sshArgs(addr, "")...), "get@127.0.0.1", "sha256", thisPlatform)
-	out, err := exec.Command(openSSH(t), args...).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "serving 4 downloads already") {
-		t.Errorf("a fifth get connection: %v\n%s", err, out)
+	for _, cmd := range []string{"install", "download " + thisPlatform} {
+		start := time.Now()
+		args := append(sshArgs(addr, ""), "get@127.0.0.1", cmd)
+		out, err := exec.Command(openSSH(t), args...).Output()
+		if err != nil || len(out) == 0 {
+			t.Errorf("%s beside five idle get connections: %v\n%s", cmd, err, out)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s took %s", cmd, d)
+		}
 	}
+}
+
+// An agent serves at most four downloads at once; the next one is told to
+// come back later, and is served once a download ends.
+func TestDownloadsAreBounded(t *testing.T) {
+	// Larger than an SSH channel's window: a download nobody reads stalls.
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, bytes.Repeat([]byte("plug"), 2<<20), "")
+	})
+	var stalled []*ssh.Client
+	for range 4 {
+		c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{User: "get", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.StdoutPipe(); err != nil { // never read
+			t.Fatal(err)
+		}
+		if err := s.Start("download " + thisPlatform); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, c)
+	}
+	// At OpenSSH's default log level, as users run it, the refusal is shown.
+	args := append(append([]string{"-o", "LogLevel=INFO"}, sshArgs(addr, "")...), "get@127.0.0.1", "download", thisPlatform)
+	clustertest.Until(t, 10*time.Second, "a fifth download to be refused", func() bool {
+		out, err := exec.Command(openSSH(t), args...).CombinedOutput()
+		return err != nil && strings.Contains(string(out), "serving 4 downloads already")
+	})
+	stalled[0].Close()
+	clustertest.Until(t, 10*time.Second, "a download once one ended", func() bool {
+		out, err := exec.Command(openSSH(t), args...).Output()
+		return err == nil && len(out) == 8<<20
+	})
 }

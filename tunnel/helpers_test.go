@@ -14,26 +14,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // newKey makes a developer key pair; the private key is also written, in
 // OpenSSH form, to a file for ssh -i.
@@ -64,10 +53,7 @@ func openSSH(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("ssh")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the OpenSSH client (ssh) is not installed")
-		}
-		t.Skip("the OpenSSH client is not installed: apt-get install openssh-client")
+		clustertest.Unavailable(t, "the OpenSSH client (ssh) is not installed: apt-get install openssh-client")
 	}
 	return path
 }
@@ -109,22 +95,7 @@ func startSSH(t *testing.T, args ...string) (*exec.Cmd, *lines, io.Writer) {
 }
 
 // lines collects text written by a process or an event callback.
-type lines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type lines struct{ tunneltest.Buffer }
 
 func (l *lines) has(s string) bool { return strings.Contains(l.String(), s) }
 
@@ -137,7 +108,12 @@ func (l *lines) events(e tunnel.Event) {
 // the test ends.
 func echoServer(t *testing.T, prefix string) string {
 	t.Helper()
-	return serveEach(t, func(c net.Conn) {
+	return serveEach(t, echo(prefix))
+}
+
+// echo answers each line a connection sends with prefix and the line.
+func echo(prefix string) func(net.Conn) {
+	return func(c net.Conn) {
 		r := bufio.NewReader(c)
 		for {
 			line, err := r.ReadString('\n')
@@ -146,7 +122,7 @@ func echoServer(t *testing.T, prefix string) string {
 			}
 			io.WriteString(c, prefix+line)
 		}
-	})
+	}
 }
 
 // serveEach listens on a loopback port until the test ends, handles each
@@ -158,6 +134,12 @@ func serveEach(tb testing.TB, handle func(net.Conn)) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	serveOn(tb, l, handle)
+	return l.Addr().String()
+}
+
+// serveOn is serveEach on a listener of the test's.
+func serveOn(tb testing.TB, l net.Listener, handle func(net.Conn)) {
 	tb.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -171,7 +153,6 @@ func serveEach(tb testing.TB, handle func(net.Conn)) string {
 			}()
 		}
 	}()
-	return l.Addr().String()
 }
 
 // roundTrip writes a line on c and returns the answer line.
@@ -187,17 +168,7 @@ func roundTrip(c net.Conn, line string) (string, error) {
 // server answering with prefix.
 func expectEcho(t *testing.T, dial func() (net.Conn, error), prefix string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := echoOnce(dial, prefix)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer through the tunnel: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	clustertest.Eventually(t, 10*time.Second, "an answer through the tunnel", func() error { return echoOnce(dial, prefix) })
 }
 
 func echoOnce(dial func() (net.Conn, error), prefix string) error {
@@ -251,7 +222,7 @@ func connect(t *testing.T, addr string, hostKey ssh.PublicKey, signer ssh.Signer
 	return s, events
 }
 
-func platformDial(p *tunnel.MemoryPlatform, address string) func() (net.Conn, error) {
+func platformDial(p *tunneltest.Platform, address string) func() (net.Conn, error) {
 	return func() (net.Conn, error) {
 		return p.DialContext(context.Background(), "tcp", address)
 	}

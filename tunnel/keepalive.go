@@ -16,15 +16,24 @@ const (
 	keepAliveMisses  = 3
 )
 
-// keepAlive sends a keepalive@openssh.com request every interval until done
-// is closed, and closes conn once keepAliveMisses requests in a row went
-// unanswered. Any reply, success or failure, is an answer: OpenSSH answers
-// requests it does not know with a failure.
-func keepAlive(conn ssh.Conn, interval time.Duration, done <-chan struct{}) {
+// keepAlive sends a keepalive@openssh.com request at once and then every
+// interval until done is closed, and closes conn once keepAliveMisses
+// requests in a row went unanswered. Any reply, success or failure, is an
+// answer: OpenSSH answers requests it does not know with a failure. Each
+// answer's round trip goes to rtt.
+func keepAlive(conn ssh.Conn, interval time.Duration, done <-chan struct{}, rtt func(time.Duration)) {
 	answered := make(chan struct{}, 1)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	pending, missed := false, 0
+	ask := func() {
+		start := time.Now()
+		if _, _, err := conn.SendRequest(keepAliveRequest, true, nil); err == nil {
+			rtt(time.Since(start))
+			answered <- struct{}{}
+		}
+	}
+	pending, missed := true, 0
+	go ask()
 	for {
 		select {
 		case <-done:
@@ -41,11 +50,7 @@ func keepAlive(conn ssh.Conn, interval time.Duration, done <-chan struct{}) {
 				continue
 			}
 			pending = true
-			go func() {
-				if _, _, err := conn.SendRequest(keepAliveRequest, true, nil); err == nil {
-					answered <- struct{}{}
-				}
-			}()
+			go ask()
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -17,6 +18,7 @@ import (
 func TestOpenSSHLocalForwardReachesAName(t *testing.T) {
 	platform := tunneltest.NewPlatform()
 	platform.AddWorkload("web:80", echoServer(t, "web says "))
+	platform.SetNames(tunnel.ClusterName{Name: "web", Ports: []int{80}})
 	addr, _, _ := tunneltest.StartAgent(t, platform)
 	_, keyFile := newKey(t)
 
@@ -38,12 +40,12 @@ func TestOpenSSHRemoteForwardServesAName(t *testing.T) {
 
 	args := append(sshArgs(addr, keyFile), "-N", "-R", "web:80:127.0.0.1:"+localPort, "dev@127.0.0.1")
 	cmd, _, _ := startSSH(t, args...)
-	waitFor(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
+	clustertest.Until(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
 	expectEcho(t, platformDial(platform, "web:80"), "laptop says ")
 
 	cmd.Process.Kill()
 	cmd.Wait()
-	waitFor(t, 10*time.Second, "web to be given back", func() bool { _, ok := platform.Held("web"); return !ok })
+	clustertest.Until(t, 10*time.Second, "web to be given back", func() bool { _, ok := platform.Held("web"); return !ok })
 	if n := platform.Count("release", "web"); n != 1 {
 		t.Errorf("web released %d times, want 1", n)
 	}
@@ -61,11 +63,14 @@ func TestOpenSSHSessionSaysWhatIsServedAndWhatIsRefused(t *testing.T) {
 	args := append(sshArgs(addr, keyFile), "-T",
 		"-R", "web:80:127.0.0.1:"+localPort, "-R", "api:8080:127.0.0.1:"+localPort, "dev@127.0.0.1")
 	_, stderr, _ := startSSH(t, args...)
-	waitFor(t, 10*time.Second, "the session's status line", func() bool { return stderr.has("press Ctrl-C to end") })
-	waitFor(t, 10*time.Second, "web:80 to be reported served", func() bool { return stderr.has("web:80 is served in the cluster") })
-	waitFor(t, 10*time.Second, "api to be reported held by alice", func() bool {
-		return stderr.has("api is already served by run other-run of alice")
+	clustertest.Until(t, 10*time.Second, "the session's status line", func() bool { return stderr.has("press Ctrl-C to end") })
+	clustertest.Until(t, 10*time.Second, "web:80 to be reported served", func() bool { return stderr.has("web:80 is served in the cluster") })
+	clustertest.Until(t, 10*time.Second, "api to be reported held by alice", func() bool {
+		return stderr.has("api is already served by alice (key SHA256:alice) since")
 	})
+	if stderr.has("other-run") {
+		t.Errorf("the session tells the holder's run id:\n%s", stderr)
+	}
 }
 
 // A name that is not a DNS-1035 label, or no name at all, is refused.
@@ -102,8 +107,8 @@ func TestOpenSSHCtrlCInATerminalGivesNamesBack(t *testing.T) {
 
 	args := append(sshArgs(addr, keyFile), "-tt", "-R", "web:80:127.0.0.1:"+localPort, "dev@127.0.0.1")
 	cmd, stderr, stdin := startSSH(t, args...)
-	waitFor(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
-	waitFor(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
+	clustertest.Until(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
+	clustertest.Until(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
 	io.WriteString(stdin, "\x03")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -131,5 +136,5 @@ func TestOpenSSHSessionRefusesSubsystemsAndForwardedAgents(t *testing.T) {
 	}
 	forwarding := append(sshArgs(addr, keyFile), "-T", "-A", "-X", "-o", "SetEnv=FOO=bar", "dev@127.0.0.1")
 	_, stderr, _ := startSSH(t, forwarding...)
-	waitFor(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
+	clustertest.Until(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
 }

@@ -33,13 +33,6 @@ import (
 // process; another caller accepted during the window is passed on with the
 // bytes read from it, unchanged, as soon as they differ from the nonce.
 
-// EventPathChanged is the kind of Event a Platform sends through
-// Binding.Notify when something that routes the name changed (the Service,
-// its endpoints, the tasks behind the name): the agent proves the path
-// again at once rather than at its next periodic check. The developer is
-// not told of the event itself.
-const EventPathChanged EventKind = "path-changed"
-
 const (
 	// proofEvery is how often a served name's path is proved when nothing
 	// says it changed.
@@ -62,14 +55,6 @@ const (
 // proofBurst are the delays, after a name is served or its path changed,
 // of the probes that follow the change.
 var proofBurst = []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 10 * time.Second}
-
-// hostResolver is implemented by a Platform whose names may stand for
-// several addresses that callers pick from (DNS round robin, as on Swarm):
-// the path proof then probes each address, so that a workload answering
-// some of them is found.
-type hostResolver interface {
-	LookupHost(ctx context.Context, host string) ([]string, error)
-}
 
 // pathState is what the last probes found of a name's path.
 type pathState int
@@ -105,7 +90,7 @@ type pathProof struct {
 
 func newPathProof(name string, port int, p Platform, tell func(Event), logf func(string, ...any)) *pathProof {
 	pp := &pathProof{name: name, port: port, dial: p.DialContext, tell: tell, logf: logf, kick: make(chan struct{}, 1)}
-	if r, ok := p.(hostResolver); ok {
+	if r, ok := p.(HostResolver); ok {
 		pp.lookup = r.LookupHost
 	}
 	return pp
@@ -428,7 +413,9 @@ func (p *prefixedConn) CloseWrite() error {
 // EventPathChanged proves b's path again instead.
 func (a *Agent) notifyFor(r *run, b *binding, e Event) {
 	if e.Kind == EventPathChanged {
-		b.proof.changed()
+		if b.proof != nil {
+			b.proof.changed()
+		}
 		return
 	}
 	a.notify(r, e)

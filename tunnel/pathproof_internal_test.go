@@ -81,11 +81,21 @@ func TestScreenTellsTheProbeFromCallers(t *testing.T) {
 
 	// A caller that waits for the server to speak first is held until the
 	// window is over, and loses nothing.
+	w = pp.open()
 	quiet, atListener := tcpPair(t)
 	defer quiet.Close()
-	done := make(chan net.Conn)
+	done := make(chan net.Conn, 1)
 	go func() { done <- pp.screen(atListener) }()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-w.accepted:
+	case <-time.After(time.Second):
+		t.Fatal("the quiet caller was not screened")
+	}
+	select {
+	case <-done:
+		t.Fatal("a quiet caller was passed on while the window was open")
+	default:
+	}
 	pp.close(w)
 	select {
 	case c := <-done:

@@ -14,42 +14,53 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
 // routedPlatform is the in-memory platform whose names can be routed
 // elsewhere than the run serving them, as a controller that reverts a
 // takeover does; a route change is told to the agent as a path change.
+// It counts the connections the agent makes through it: its probes.
 type routedPlatform struct {
-	*tunnel.MemoryPlatform
+	*tunneltest.Platform
+	dials  atomic.Int32
 	mu     sync.Mutex
 	routes map[string]string // "name:port" → the address answering it instead; "" refuses
 	notify map[string]func(tunnel.Event)
 }
 
 func newRoutedPlatform() *routedPlatform {
-	return &routedPlatform{MemoryPlatform: tunneltest.NewPlatform(), routes: map[string]string{}, notify: map[string]func(tunnel.Event){}}
+	return &routedPlatform{Platform: tunneltest.NewPlatform(), routes: map[string]string{}, notify: map[string]func(tunnel.Event){}}
 }
 
 func (p *routedPlatform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
 	p.mu.Lock()
 	p.notify[b.Name] = b.Notify
 	p.mu.Unlock()
-	return p.MemoryPlatform.Serve(ctx, b)
+	return p.Platform.Serve(ctx, b)
 }
 
 func (p *routedPlatform) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	p.dials.Add(1)
 	p.mu.Lock()
 	to, routed := p.routes[address]
 	p.mu.Unlock()
 	switch {
 	case !routed:
-		return p.MemoryPlatform.DialContext(ctx, network, address)
+		return p.Platform.DialContext(ctx, network, address)
 	case to == "":
 		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, network, to)
+}
+
+// probed waits until the agent has made n more probes than it had made
+// when from was read from p.dials.
+func (p *routedPlatform) probed(t *testing.T, from int32, n int32) {
+	t.Helper()
+	clustertest.Until(t, 20*time.Second, fmt.Sprintf("%d probes", n), func() bool { return p.dials.Load() >= from+n })
 }
 
 // route sends address to `to` ("" refuses it; unroute gives it back to the
@@ -129,16 +140,17 @@ func TestPathProofNeverReachesTheDevelopersProcess(t *testing.T) {
 	if _, err := s.Serve(ctxFor(t, 20*time.Second), "web", 80, local); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the agent to log the path proven", func() bool { return log.has("web: path proven") })
+	clustertest.Until(t, 10*time.Second, "the agent to log the path proven", func() bool { return log.has("web: path proven") })
 	for range 5 { // each change is a burst of probes
+		probes := platform.dials.Load()
 		platform.unroute("web", "web:80")
-		time.Sleep(600 * time.Millisecond)
+		platform.probed(t, probes, 1)
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Fatalf("the developer's process accepted %d connections; no caller called it yet", n)
 	}
 	for range 20 {
-		if err := echoOnce(platformDial(platform.MemoryPlatform, "web:80"), "laptop says "); err != nil {
+		if err := echoOnce(platformDial(platform.Platform, "web:80"), "laptop says "); err != nil {
 			t.Fatalf("a caller during the probes: %v", err)
 		}
 	}
@@ -168,10 +180,11 @@ func TestPathProofWarnsOnChangeAndSaysWhenHealed(t *testing.T) {
 	const elsewhere = "[warning] web is answered by something else: "
 	start := time.Now()
 	platform.route("web", "web:80", deployed)
-	waitFor(t, 30*time.Second, "the warning that web is answered by something else", func() bool { return events.has(elsewhere) })
+	clustertest.Until(t, 30*time.Second, "the warning that web is answered by something else", func() bool { return events.has(elsewhere) })
 	t.Logf("warned %s after the name went elsewhere", time.Since(start).Round(100*time.Millisecond))
+	probes := platform.dials.Load()
 	platform.route("web", "web:80", deployed) // the same state again: nothing new to say
-	time.Sleep(6 * time.Second)
+	platform.probed(t, probes, 3)             // the first two of them judged
 	if n := strings.Count(events.String(), elsewhere); n != 1 {
 		t.Errorf("warned %d times:\n%s", n, events)
 	}
@@ -180,12 +193,12 @@ func TestPathProofWarnsOnChangeAndSaysWhenHealed(t *testing.T) {
 	}
 
 	platform.unroute("web", "web:80")
-	waitFor(t, 30*time.Second, "the path healed", func() bool {
+	clustertest.Until(t, 30*time.Second, "the path healed", func() bool {
 		return events.has("[healed] web reaches this run again: a connection to web:80 from inside the cluster arrived here")
 	})
 
 	platform.route("web", "web:80", "")
-	waitFor(t, 30*time.Second, "the warning that web is not reachable", func() bool {
+	clustertest.Until(t, 30*time.Second, "the warning that web is not reachable", func() bool {
 		return events.has("[warning] web is not reachable inside the cluster: the agent's connection to web:80 was refused")
 	})
 	if n := accepted.Load(); n != 0 {

@@ -36,26 +36,87 @@ func copyHalf(dst, src io.ReadWriteCloser) {
 // A direction of a connection reads into a small buffer while what it
 // carries is sparse (requests, answers, an idle connection: thousands of
 // those must stay cheap), and into a large pooled one once a read fills the
-// small one. The large one holds two SSH packets, so that a fast stream
-// costs few system calls and packets (measured: about 1.5 times the
-// throughput of io.Copy's 32 KiB).
+// small one, until a read is small again: a connection waiting for its next
+// request holds only the small one. The large one holds two SSH packets, so
+// that a fast stream costs few system calls and packets (measured: about
+// 1.5 times the throughput of io.Copy's 32 KiB).
 const (
-	sparseBuffer = 4 << 10
+	sparseBuffer = 2 << 10
 	bulkBuffer   = 64 << 10
 )
 
 var bulkBuffers = sync.Pool{New: func() any { b := make([]byte, bulkBuffer); return &b }}
 
+// streamBuffer is the read buffer of one direction of a connection, sparse
+// or bulk as above. Its first headroom bytes are kept for a header the
+// reader puts before what it read (a stripe's segment header); what is read
+// goes into Space.
+type streamBuffer struct {
+	headroom int
+	sparse   []byte
+	bulk     *[]byte
+	buf      []byte
+}
+
+// space is where the next read goes.
+func (b *streamBuffer) space() []byte {
+	if b.buf == nil {
+		b.sparse = make([]byte, b.headroom+sparseBuffer)
+		b.buf = b.sparse
+	}
+	return b.buf[b.headroom:]
+}
+
+// withHeader is the header room and the n bytes read after it.
+func (b *streamBuffer) withHeader(n int) []byte { return b.buf[:b.headroom+n] }
+
+// adapt takes the size of the last read: a full one moves to the bulk
+// buffer, a small one back to the sparse buffer. It reports whether the
+// read was full.
+func (b *streamBuffer) adapt(n int) bool {
+	full := n == len(b.buf)-b.headroom
+	switch {
+	case full:
+		b.use(true)
+	case n < sparseBuffer:
+		b.use(false)
+	}
+	return full
+}
+
+// fit takes the bulk buffer for a read of n bytes, more than the sparse
+// one holds, and the sparse one for others.
+func (b *streamBuffer) fit(n int) {
+	b.space()
+	b.use(n > sparseBuffer)
+}
+
+// use switches to the bulk buffer or back to the sparse one.
+func (b *streamBuffer) use(bulk bool) {
+	switch {
+	case bulk && b.bulk == nil:
+		b.bulk = bulkBuffers.Get().(*[]byte)
+		b.buf = *b.bulk
+	case !bulk && b.bulk != nil:
+		b.release()
+		b.buf = b.sparse
+	}
+}
+
+// release gives the bulk buffer back to the pool.
+func (b *streamBuffer) release() {
+	if b.bulk != nil {
+		bulkBuffers.Put(b.bulk)
+		b.bulk = nil
+	}
+}
+
 // copyStream copies src to dst until src ends (nil) or either fails.
 func copyStream(dst io.Writer, src io.Reader) error {
-	buf := make([]byte, sparseBuffer)
-	var bulk *[]byte
-	defer func() {
-		if bulk != nil {
-			bulkBuffers.Put(bulk)
-		}
-	}()
+	var b streamBuffer
+	defer b.release()
 	for {
+		buf := b.space()
 		n, err := src.Read(buf)
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -68,9 +129,6 @@ func copyStream(dst io.Writer, src io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if n == len(buf) && bulk == nil {
-			bulk = bulkBuffers.Get().(*[]byte)
-			buf = *bulk
-		}
+		b.adapt(n)
 	}
 }

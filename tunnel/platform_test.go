@@ -8,7 +8,7 @@ import (
 
 func TestCheckBindingRefusesWhatNoPlatformCanServe(t *testing.T) {
 	binding := func(name string, port, target int) Binding {
-		return Binding{Name: name, Port: port, Target: target, Holder: Holder{Run: "run-1"}}
+		return Binding{Name: name, Port: port, Target: target, Holder: Holder{Run: "run-1", Developer: "SHA256:dev"}}
 	}
 	cases := []struct {
 		b    Binding
@@ -22,6 +22,7 @@ func TestCheckBindingRefusesWhatNoPlatformCanServe(t *testing.T) {
 		{binding("web", 70000, 2000), "1 to 65535"},
 		{binding("web", 80, 0), "agent's port"},
 		{Binding{Name: "web", Port: 80, Target: 2000}, "no id"},
+		{Binding{Name: "web", Port: 80, Target: 2000, Holder: Holder{Run: "run-1"}}, "no key"},
 	}
 	for _, tc := range cases {
 		err := CheckBinding(tc.b)

@@ -32,12 +32,13 @@ func TestCompatibleVersions(t *testing.T) {
 		says       string
 	}{
 		{"v1.4.0", "v1.4.0", true, "the same plug v1.4.0 on both ends"},
-		{"v1.4.0", "v1.2.7-3-gabc1234", true, "compatible (same major version)"},
-		{"v2.0.0", "v1.9.0", false, "update the agent"},
-		{"v1.0.0", "v2.1.0", false, "update this CLI (plug update)"},
+		{"v1.4.0", "v1.4.7-3-gabc1234", true, "compatible (same major version)"},
+		{"v1.4.0", "v1.5.0", true, "differ in minor version: compatible (same major version); to align them, run plug update -p work"},
+		{"v2.0.0", "v1.9.0", false, "different major versions, which do not work together; re-apply the agent's manifest with plug's image of v2.0.0"},
+		{"v1.0.0", "v2.1.0", false, "different major versions, which do not work together; run plug update -p work"},
 		{"dev", "97d9f9b", true, "not releases"},
 	} {
-		ok, says := Compatible(tc.cli, tc.agent)
+		ok, says := Compatible(tc.cli, tc.agent, "work")
 		if ok != tc.ok || !strings.Contains(says, tc.says) {
 			t.Errorf("Compatible(%q, %q) = %t, %q; want %t and %q", tc.cli, tc.agent, ok, says, tc.ok, tc.says)
 		}

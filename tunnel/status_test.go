@@ -3,19 +3,22 @@ package tunnel_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
 // lackingPlatform is the in-memory platform without the right to take
 // over a Service until it is granted, and without an optional right.
 type lackingPlatform struct {
-	*tunnel.MemoryPlatform
+	*tunneltest.Platform
 	granted atomic.Bool
 }
 
@@ -47,7 +50,7 @@ func diagnose(t *testing.T, addr string, cfg tunnel.ClientConfig) *tunnel.Diagno
 // answers status requests with every right. Once the right is granted, the
 // next status request (or its own check) lets it serve, with no restart.
 func TestAgentWithoutARightRefusesRunsAndAnswersDoctor(t *testing.T) {
-	platform := &lackingPlatform{MemoryPlatform: tunneltest.NewPlatform()}
+	platform := &lackingPlatform{Platform: tunneltest.NewPlatform()}
 	var log lines
 	addr, hostKey, _ := tunneltest.StartAgent(t, platform, agentLog(&log))
 	signer, _ := newKey(t)
@@ -58,7 +61,7 @@ func TestAgentWithoutARightRefusesRunsAndAnswersDoctor(t *testing.T) {
 		"missing right watch pods (for follow pods at once): that feature is off",
 		"not serving runs: the agent lacks rights runs need",
 	} {
-		waitFor(t, 5*time.Second, "the agent's log to say "+want, func() bool { return log.has(want) })
+		clustertest.Until(t, 5*time.Second, "the agent's log to say "+want, func() bool { return log.has(want) })
 	}
 
 	_, err := tunnel.Connect(ctxFor(t, 20*time.Second), cfg)
@@ -103,14 +106,69 @@ func TestAgentWithoutARightRefusesRunsAndAnswersDoctor(t *testing.T) {
 
 // A status request opens no run: doctor leaves no trace in who is plugged in.
 func TestDiagnoseOpensNoRun(t *testing.T) {
-	var log lines
-	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), agentLog(&log))
+	audit := tunneltest.NewAudit()
+	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) { a.Audit = audit.Sink })
 	signer, _ := newKey(t)
 	d := diagnose(t, addr, tunnel.ClientConfig{User: "dev", Signer: signer, HostKey: hostKey})
 	if d.Status.Refusing != "" || d.Status.Agent != "agent-0" || d.Handshake <= 0 {
 		t.Errorf("status of a healthy agent: %+v, %+v", d, d.Status)
 	}
-	if log.has("opened by") {
-		t.Errorf("a status request opened a run:\n%s", log.String())
+	if opened := audit.Events(tunnel.AuditRunOpened); len(opened) > 0 {
+		t.Errorf("a status request opened a run: %+v", opened)
+	}
+}
+
+// The agent's ready file exists exactly while it serves runs: not while
+// it lacks a right runs need (a stale one is removed at start), as soon as
+// the right is granted, and no longer once it stopped.
+func TestTheReadyFileTellsWhetherTheAgentServesRuns(t *testing.T) {
+	platform := &lackingPlatform{Platform: tunneltest.NewPlatform()}
+	ready := filepath.Join(t.TempDir(), "ready")
+	if err := os.WriteFile(ready, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, hostKey, stop := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.ReadyFile = ready })
+	signer, _ := newKey(t)
+	exists := func() bool { _, err := os.Stat(ready); return err == nil }
+	diagnose(t, addr, tunnel.ClientConfig{User: "dev", Signer: signer, HostKey: hostKey})
+	if exists() {
+		t.Error("the ready file is there while the agent refuses runs")
+	}
+	platform.granted.Store(true)
+	diagnose(t, addr, tunnel.ClientConfig{User: "dev", Signer: signer, HostKey: hostKey})
+	clustertest.Until(t, 5*time.Second, "the ready file", exists)
+	stop()
+	if exists() {
+		t.Error("the ready file is left after the agent stopped")
+	}
+}
+
+// A CLI of another major version than the agent's is refused at hello with
+// the command that aligns them; one of another minor version runs, with
+// one warning line.
+func TestVersionSkewAtHello(t *testing.T) {
+	was := tunnel.Version
+	tunnel.Version = "v3.2.0" // the agent's
+	t.Cleanup(func() { tunnel.Version = was })
+	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform())
+	signer, _ := newKey(t)
+
+	cfg := tunnel.ClientConfig{Addr: addr, User: "dev", Signer: signer, HostKey: hostKey, Profile: "work", Run: tunnel.RunInfo{Version: "v2.9.0"}}
+	_, err := tunnel.Connect(ctxFor(t, 20*time.Second), cfg)
+	var skew *tunnel.VersionError
+	if !errors.As(err, &skew) || !strings.Contains(err.Error(), "CLI v2.9.0 and agent v3.2.0: different major versions") ||
+		!strings.HasSuffix(err.Error(), "run plug update -p work") {
+		t.Fatalf("a CLI of the previous major version: %v", err)
+	}
+	cfg.Run.Version = "v4.0.0"
+	if _, err := tunnel.Connect(ctxFor(t, 20*time.Second), cfg); !errors.As(err, &skew) || !strings.Contains(err.Error(), "re-apply the agent's manifest with plug's image of v4.0.0") {
+		t.Fatalf("a CLI of the next major version: %v", err)
+	}
+
+	_, events := connect(t, addr, hostKey, signer, tunnel.RunInfo{Version: "v3.1.5"}, func(c *tunnel.ClientConfig) { c.Profile = "work" })
+	want := "CLI v3.1.5 and agent v3.2.0 differ in minor version: compatible (same major version); to align them, run plug update -p work"
+	clustertest.Until(t, 5*time.Second, "the warning of a minor skew", func() bool { return events.has(want) })
+	if n := strings.Count(events.String(), "differ in minor version"); n != 1 {
+		t.Errorf("the minor skew was told %d times, want once:\n%s", n, events)
 	}
 }

@@ -31,10 +31,11 @@ type deployedAgent struct {
 }
 
 // deployAgent applies the manifest (under Pod Security restricted, as an
-// OpenShift-like uid) and waits for the agent to be Ready.
-func deployAgent(t *testing.T, k *kube, image string) *deployedAgent {
+// OpenShift-like uid), changed by edits, and waits for the agent to be
+// Ready.
+func deployAgent(t *testing.T, k *kube, image string, edits ...func(string) string) *deployedAgent {
 	t.Helper()
-	deployManifest(t, k, image, 1000650000)
+	deployManifest(t, k, image, 1000650000, edits...)
 	k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
 	secret, err := k.admin.Secrets(k.Namespace).Get(bg, StateSecret)
 	if err != nil {
@@ -116,7 +117,7 @@ func TestDeployedAgentGivesBackOnEveryEnding(t *testing.T) {
 	a := deployAgent(t, k, image)
 	restored := func(what string, within time.Duration) {
 		t.Helper()
-		eventually(t, within, what+": web restored", func() error { return k.snapshot(t, "web").sameAs(before) })
+		clustertest.Eventually(t, within, what+": web restored", func() error { return k.snapshot(t, "web").sameAs(before) })
 		k.eventuallyAnswered(t, "http://web/", "deployed")
 		if s := k.slicesOf(t, "web")[ManagedBy]; len(s) != 0 {
 			t.Errorf("%s: plug's slices are left: %v", what, s)
@@ -146,7 +147,7 @@ func TestDeployedAgentGivesBackOnEveryEnding(t *testing.T) {
 		old := a.pod(t)
 		k.Kubectl(t, "rollout", "restart", "deployment/plug")
 		k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
-		eventually(t, 60*time.Second, "the run reconnected to the new agent, which holds web", func() error {
+		clustertest.Eventually(t, 60*time.Second, "the run reconnected to the new agent, which holds web", func() error {
 			svc, err := k.admin.Services(k.Namespace).Get(bg, "web")
 			if err != nil {
 				return err
@@ -185,7 +186,7 @@ func TestDeployedAgentGivesBackOnEveryEnding(t *testing.T) {
 		id := strings.TrimPrefix(k.Kubectl(t, "get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].containerID}"), "containerd://")
 		killContainer(t, id) // a crash or an OOM kill: no SIGTERM, nothing given back
 		restored("agent container killed", 60*time.Second)
-		eventually(t, 60*time.Second, "the restarted agent says why it gave web back", func() error {
+		clustertest.Eventually(t, 60*time.Second, "the restarted agent says why it gave web back", func() error {
 			logs, err := k.TryKubectl("logs", pod)
 			if !strings.Contains(logs, "it names this agent pod "+pod+", which has just started") {
 				return fmt.Errorf("log %q (%v)", logs, err)
@@ -283,7 +284,10 @@ func (r *relay) pass(c net.Conn) {
 	}
 	r.conns[c], r.conns[up] = true, true
 	r.mu.Unlock()
-	go io.Copy(up, c)
+	go func() {
+		io.Copy(up, c)
+		up.Close() // the laptop closed its end (a killed plug): so does the relay
+	}()
 	io.Copy(c, up)
 }
 

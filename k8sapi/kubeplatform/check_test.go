@@ -9,7 +9,7 @@ import (
 )
 
 func binding(name string, port, target int) tunnel.Binding {
-	return tunnel.Binding{Name: name, Port: port, Target: target, Holder: tunnel.Holder{Run: "run-1"}}
+	return tunnel.Binding{Name: name, Port: port, Target: target, Holder: tunnel.Holder{Run: "run-1", Developer: "SHA256:dev"}}
 }
 
 func TestServicesPlugCannotTakeOverAreRefusedSayingWhy(t *testing.T) {
@@ -45,14 +45,22 @@ func TestServicesPlugCannotTakeOverAreRefusedSayingWhy(t *testing.T) {
 }
 
 func TestReceiptServedPorts(t *testing.T) {
-	r := receipt{}.withServed(443, 2001).withServed(80, 2000).withServed(443, 2002)
-	if got, ok := r.serving(443); !ok || got != 2002 || len(r.Serves) != 2 || r.Serves[0].Port != 80 {
+	tcp := func(port int) portKey { return portKey{Port: port} }
+	udp443 := portKey{Port: 443, UDP: true}
+	r := receipt{}.withServed(tcp(443), 2001).withServed(tcp(80), 2000).withServed(tcp(443), 2002).withServed(udp443, 2003)
+	if got, ok := r.serving(tcp(443)); !ok || got != 2002 || len(r.Serves) != 3 || r.Serves[0].Port != 80 {
 		t.Fatalf("serves %+v", r.Serves)
 	}
-	if rest := r.without(80); len(rest.Serves) != 1 || len(r.Serves) != 2 {
+	if got, ok := r.serving(udp443); !ok || got != 2003 || r.Serves[2] != (servedPort{Port: 443, Target: 2003, UDP: true}) {
+		t.Fatalf("UDP 443 beside TCP 443: serves %+v", r.Serves)
+	}
+	if rest := r.without(tcp(80)); len(rest.Serves) != 2 || len(r.Serves) != 3 {
 		t.Fatalf("without(80) = %+v and changed the original to %+v", rest.Serves, r.Serves)
 	}
-	if rest := r.without(0); len(rest.Serves) != 0 {
+	if rest := r.without(udp443); len(rest.Serves) != 2 || rest.Serves[1] != (servedPort{Port: 443, Target: 2002}) {
+		t.Fatalf("without(443/UDP) = %+v, want TCP 443 kept", rest.Serves)
+	}
+	if rest := r.without(portKey{}); len(rest.Serves) != 0 {
 		t.Fatalf("without(0) = %+v, want nothing served", rest.Serves)
 	}
 }

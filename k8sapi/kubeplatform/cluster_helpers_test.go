@@ -79,8 +79,8 @@ func agentRBAC(t *testing.T) string {
 			}
 		}
 	}
-	if len(keep) != 4 {
-		t.Fatalf("deploy/plug-k8s.yaml: found %d of the ServiceAccount, Role, RoleBinding and Secret", len(keep))
+	if len(keep) != 5 {
+		t.Fatalf("deploy/plug-k8s.yaml: found %d of the ServiceAccount, Role, RoleBinding and two Secrets", len(keep))
 	}
 	return strings.Join(keep, "\n---\n")
 }
@@ -92,7 +92,16 @@ func (k *kube) platform(t *testing.T, pod string, client *k8sapi.Client, tune fu
 	if client == nil {
 		client = k.agent
 	}
-	opts := Options{Client: client, Namespace: k.Namespace, PodName: pod, PodIP: k.NodeIP, Logf: t.Logf}
+	return newPlatform(t, Options{Client: client, Namespace: k.Namespace, PodName: pod, PodIP: k.NodeIP, Logf: t.Logf}, tune)
+}
+
+// newPlatform returns the Platform of opts, as tune (if not nil) changes
+// them.
+func newPlatform(t *testing.T, opts Options, tune func(*Options)) *Platform {
+	t.Helper()
+	if opts.Namespace == fakeNS {
+		opts.HandBack = time.Millisecond // no EndpointSlice controller runs on the fake
+	}
 	if tune != nil {
 		tune(&opts)
 	}
@@ -103,17 +112,15 @@ func (k *kube) platform(t *testing.T, pod string, client *k8sapi.Client, tune fu
 	return p
 }
 
-// maintain runs p.Maintain until the test ends.
-func maintain(t *testing.T, p *Platform) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Maintain(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
 // run is a binding of the test's local process as name:port for run id.
 func (k *kube) run(id, name string, port int) tunnel.Binding {
-	return tunnel.Binding{Name: name, Port: port, Target: k.local.port, Holder: tunnel.Holder{
+	return runBinding(id, name, port, k.local.port)
+}
+
+// runBinding is a binding of name:port to the agent's port target, for
+// run id of the developer "dev".
+func runBinding(id, name string, port, target int) tunnel.Binding {
+	return tunnel.Binding{Name: name, Port: port, Target: target, Holder: tunnel.Holder{
 		Run: id, Agent: "test-agent", Developer: "SHA256:test", User: "dev", Since: time.Now(),
 	}}
 }
@@ -153,26 +160,8 @@ const (
 // to call it from. It returns when the pods are Ready.
 func (k *kube) deployWeb(t *testing.T, replicas int) {
 	t.Helper()
-	k.Apply(t, fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: %d
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      securityContext: %s
-      containers:
-      - name: main
-        image: %s
-        imagePullPolicy: Never
-        securityContext: %s
-        args: [serve, -name, deployed, ":8080", ":9090"]
-        ports: [{name: http, containerPort: 8080}, {name: admin, containerPort: 9090}]
-        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+	k.Apply(t, k.servingDeployment("web", replicas, `serve, -name, deployed, ":8080", ":9090"`,
+		`{name: http, containerPort: 8080}, {name: admin, containerPort: 9090}`)+fmt.Sprintf(`
 ---
 apiVersion: v1
 kind: Service
@@ -186,9 +175,44 @@ spec:
   - {name: http, port: 80, targetPort: http}
   - {name: admin, port: 9090, targetPort: 9090}
 ---
-apiVersion: v1
+%s`, k.workloadPod("client", "pause")))
+	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
+	k.Kubectl(t, "wait", "--for=condition=Ready", "--timeout=90s", "pod/client")
+}
+
+// servingDeployment is the manifest of the Deployment name: replicas pods
+// labelled app: NAME running the test workload with args (YAML flow
+// items), with ports, Ready once their port 8080 accepts connections, as
+// Pod Security restricted admits them.
+func (k *kube) servingDeployment(name string, replicas int, args, ports string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %s}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: %s}}
+  template:
+    metadata: {labels: {app: %s}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      securityContext: %s
+      containers:
+      - name: main
+        image: %s
+        imagePullPolicy: Never
+        securityContext: %s
+        args: [%s]
+        ports: [%s]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+`, name, replicas, name, name, podSecurity, k.WorkloadImage, containerSecurity, args, ports)
+}
+
+// workloadPod is the manifest of a pod called name running the test
+// workload with args, as Pod Security restricted admits it.
+func (k *kube) workloadPod(name string, args ...string) string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
-metadata: {name: client}
+metadata: {name: %s}
 spec:
   terminationGracePeriodSeconds: 1
   securityContext: %s
@@ -197,10 +221,8 @@ spec:
     image: %s
     imagePullPolicy: Never
     securityContext: %s
-    args: [pause]
-`, replicas, podSecurity, k.WorkloadImage, containerSecurity, podSecurity, k.WorkloadImage, containerSecurity))
-	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
-	k.Kubectl(t, "wait", "--for=condition=Ready", "--timeout=90s", "pod/client")
+    args: [%s]
+`, name, podSecurity, k.WorkloadImage, containerSecurity, strings.Join(args, ", "))
 }
 
 // answers makes n requests to url from the client pod, each on a new
@@ -217,7 +239,7 @@ func (k *kube) answers(n int, url string) ([]string, error) {
 // answered by want.
 func (k *kube) eventuallyAnswered(t *testing.T, url, want string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "20/20 answers from "+want+" at "+url, func() error {
+	clustertest.Eventually(t, 30*time.Second, "20/20 answers from "+want+" at "+url, func() error {
 		got, err := k.answers(20, url)
 		if err != nil {
 			return err
@@ -239,23 +261,6 @@ func count(lines []string, want string) int {
 	return n
 }
 
-// eventually polls check until it succeeds, failing the test with its last
-// error after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after %v: %v", what, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // snapshot is what a user compares of a Service before and after plug:
 // its whole spec and its labels and annotations.
 type snapshot struct {
@@ -267,7 +272,13 @@ type snapshot struct {
 
 func (k *kube) snapshot(t *testing.T, name string) snapshot {
 	t.Helper()
-	obj, err := k8sapi.Resources[map[string]any](k.admin, k8sapi.KindService, k.Namespace).Get(context.Background(), name)
+	return snapshotOf(t, k.admin, k.Namespace, name)
+}
+
+// snapshotOf reads the snapshot of Service name in ns.
+func snapshotOf(t *testing.T, c *k8sapi.Client, ns, name string) snapshot {
+	t.Helper()
+	obj, err := k8sapi.Resources[map[string]any](c, k8sapi.KindService, ns).Get(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +301,14 @@ func (s snapshot) sameAs(o snapshot) error {
 // slicesOf returns the EndpointSlices of Service name, by who manages them.
 func (k *kube) slicesOf(t *testing.T, name string) map[string][]k8sapi.EndpointSlice {
 	t.Helper()
-	list, err := k.admin.EndpointSlices(k.Namespace).List(context.Background(), k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName + "=" + name})
+	return slicesByManager(t, k.admin, k.Namespace, name)
+}
+
+// slicesByManager returns the EndpointSlices of Service name in ns, by who
+// manages them.
+func slicesByManager(t *testing.T, c *k8sapi.Client, ns, name string) map[string][]k8sapi.EndpointSlice {
+	t.Helper()
+	list, err := c.EndpointSlices(ns).List(context.Background(), k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName + "=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}

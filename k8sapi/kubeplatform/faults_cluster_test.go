@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
 
 // isWrite reports whether r changes Service name.
@@ -67,7 +70,7 @@ spec:
 `)
 	proxy, client := k.newAPIProxy(t)
 	p := k.platform(t, "", client, func(o *Options) { o.Heartbeat = time.Second })
-	maintain(t, p)
+	tunneltest.Maintain(t, p)
 	b := k.run("run-1", "web", 80)
 	before := k.snapshot(t, "web")
 	if _, err := p.Serve(bg, b); err != nil {
@@ -90,10 +93,7 @@ spec:
 	k.eventuallyAnswered(t, "http://web/", "local") // the run goes on meanwhile
 
 	// The run ends during the outage; the server comes back 15 s after it left.
-	go func() {
-		time.Sleep(15*time.Second - time.Since(downAt))
-		proxy.setDown(false)
-	}()
+	time.AfterFunc(15*time.Second-time.Since(downAt), func() { proxy.setDown(false) })
 	ctx, cancel = context.WithTimeout(bg, 40*time.Second)
 	defer cancel()
 	if err := p.Release(ctx, b); err != nil {
@@ -136,7 +136,7 @@ func TestOutageRightAfterTakeoverIsSweptBack(t *testing.T) {
 
 	proxy.setDown(false)
 	proxy.hooks(nil, nil)
-	eventually(t, 20*time.Second, "the sweep gives web back", func() error {
+	clustertest.Eventually(t, 20*time.Second, "the sweep gives web back", func() error {
 		p.sweep(bg, false)
 		return k.snapshot(t, "web").sameAs(before)
 	})

@@ -100,63 +100,56 @@ func argoRemedy(app, name, ns string) string {
 	if app != "" {
 		where = "the Application " + app
 	}
-	return fmt.Sprintf("Tell %s not to compare the two fields plug changes (everything else about the Service keeps being reconciled):\n"+
-		"spec:\n"+
-		"  ignoreDifferences:\n"+
-		"    - group: \"\"\n"+
-		"      kind: Service\n"+
-		"      name: %s\n"+
-		"      namespace: %s\n"+
-		"      jsonPointers:\n"+
-		"        - /spec/selector\n"+
-		"        - /spec/ports\n"+
-		"Where plug is used routinely, set it once for every Service in the argocd-cm ConfigMap (namespace argocd):\n"+
-		"data:\n"+
-		"  resource.customizations.ignoreDifferences._Service: |\n"+
-		"    jsonPointers:\n"+
-		"      - /spec/selector\n"+
-		"      - /spec/ports\n"+
-		"For a one-off, turning Self Heal off also works, but it suspends drift correction for the whole Application.",
-		where, name, ns)
+	return "Tell " + where + " not to compare the two fields plug changes (everything else about the Service keeps being reconciled):\n" +
+		`spec:
+  ignoreDifferences:
+    - group: ""
+` + serviceRef("      ", name, ns) + `      jsonPointers:
+        - /spec/selector
+        - /spec/ports
+` + "Where plug is used routinely, set it once for every Service in the argocd-cm ConfigMap (namespace argocd):\n" +
+		`data:
+  resource.customizations.ignoreDifferences._Service: |
+    jsonPointers:
+      - /spec/selector
+      - /spec/ports
+` + "For a one-off, turning Self Heal off also works, but it suspends drift correction for the whole Application."
 }
 
 func fluxRemedy(kind, owner, ownerNS string) string {
-	of := theObject(kind, owner, ownerNS)
-	return fmt.Sprintf("Tell Flux to leave the Service alone: on the Service in your repository (or through a spec.patches entry of %s):\n"+
-		"metadata:\n"+
-		"  annotations:\n"+
-		"    kustomize.toolkit.fluxcd.io/reconcile: disabled\n"+
-		"This stops Flux reconciling the whole Service, not only the two fields plug changes.", of)
+	return "Tell Flux to leave the Service alone: on the Service in your repository (or through a spec.patches entry of " + theObject(kind, owner, ownerNS) + "):\n" +
+		`metadata:
+  annotations:
+    kustomize.toolkit.fluxcd.io/reconcile: disabled
+` + "This stops Flux reconciling the whole Service, not only the two fields plug changes."
 }
 
 func fluxHelmRemedy(release, releaseNS, name, ns string) string {
-	of := theObject("HelmRelease", release, releaseNS)
-	return fmt.Sprintf("Flux's helm-controller corrects drift when %s has spec.driftDetection.mode: enabled. Tell it to ignore the two fields plug changes:\n"+
-		"spec:\n"+
-		"  driftDetection:\n"+
-		"    ignore:\n"+
-		"      - paths: [\"/spec/selector\", \"/spec/ports\"]\n"+
-		"        target:\n"+
-		"          kind: Service\n"+
-		"          name: %s\n"+
-		"          namespace: %s\n"+
-		"or put the annotation kustomize.toolkit.fluxcd.io/reconcile: disabled on the Service in the chart.", of, name, ns)
+	return "Flux's helm-controller corrects drift when " + theObject("HelmRelease", release, releaseNS) + " has spec.driftDetection.mode: enabled. Tell it to ignore the two fields plug changes:\n" +
+		`spec:
+  driftDetection:
+    ignore:
+      - paths: ["/spec/selector", "/spec/ports"]
+        target:
+` + serviceRef("          ", name, ns) + "or put the annotation kustomize.toolkit.fluxcd.io/reconcile: disabled on the Service in the chart."
 }
 
 func fleetRemedy(bundle, bundleNS, name, ns string) string {
-	of := theObject("bundle", bundle, bundleNS)
-	return fmt.Sprintf("Fleet compares with the patches declared in the fleet.yaml of %s; add:\n"+
-		"diff:\n"+
-		"  comparePatches:\n"+
-		"    - apiVersion: v1\n"+
-		"      kind: Service\n"+
-		"      name: %s\n"+
-		"      namespace: %s\n"+
-		"      operations:\n"+
-		"        - op: remove\n"+
-		"          path: /spec/selector\n"+
-		"        - op: remove\n"+
-		"          path: /spec/ports", of, name, ns)
+	return "Fleet compares with the patches declared in the fleet.yaml of " + theObject("bundle", bundle, bundleNS) + "; add:\n" +
+		`diff:
+  comparePatches:
+    - apiVersion: v1
+` + serviceRef("      ", name, ns) + `      operations:
+        - op: remove
+          path: /spec/selector
+        - op: remove
+          path: /spec/ports`
+}
+
+// serviceRef is the YAML naming the Service name in namespace ns, each line
+// indented by indent, for the remedies above.
+func serviceRef(indent, name, ns string) string {
+	return indent + "kind: Service\n" + indent + "name: " + name + "\n" + indent + "namespace: " + ns + "\n"
 }
 
 // managedWarning is what the developer is told before plug takes over svc

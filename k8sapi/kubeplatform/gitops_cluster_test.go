@@ -3,37 +3,13 @@ package kubeplatform
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
-
-// events records what a platform tells a run through Binding.Notify.
-type events struct {
-	mu   sync.Mutex
-	list []tunnel.Event
-}
-
-func (e *events) add(ev tunnel.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, ev)
-}
-
-// told returns what the run was told, path changes left out.
-func (e *events) told() []tunnel.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []tunnel.Event
-	for _, ev := range e.list {
-		if ev.Kind != tunnel.EventPathChanged {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
 
 // Acceptance 3: Services managed by Argo CD, Flux, Rancher Fleet,
 // Crossplane or an operator (an ownerReference with controller: true) are
@@ -73,9 +49,9 @@ spec:
   ports: [{port: 80, targetPort: 8080}]
 `, tc.name, tc.meta, tc.name))
 			p := k.platform(t, "", nil, nil)
-			var told events
+			var told tunneltest.Events
 			b := k.run("run-"+tc.name, tc.name, 80)
-			b.Notify = told.add
+			b.Notify = told.Add
 			served, err := p.Serve(bg, b)
 			if err != nil {
 				t.Fatal(err)
@@ -84,7 +60,7 @@ spec:
 			if !served.TookOver {
 				t.Fatalf("served %+v, want a takeover", served)
 			}
-			got := told.told()
+			got := told.Told()
 			if tc.want == nil {
 				if len(got) > 0 {
 					t.Errorf("a Service deployed by Helm alone was flagged: %+v", got)
@@ -112,10 +88,10 @@ func TestChangedBackByArgoCDIsToldAtOnce(t *testing.T) {
 	k.deployWeb(t, 1)
 	k.Kubectl(t, "annotate", "service", "web", "argocd.argoproj.io/tracking-id=shop:/Service:"+k.Namespace+"/web")
 	p := k.platform(t, "", nil, nil)
-	maintain(t, p)
-	var told events
+	tunneltest.Maintain(t, p)
+	var told tunneltest.Events
 	b := k.run("run-argo", "web", 80)
-	b.Notify = told.add
+	b.Notify = told.Add
 	if _, err := p.Serve(bg, b); err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +100,8 @@ func TestChangedBackByArgoCDIsToldAtOnce(t *testing.T) {
 
 	k.Kubectl(t, "patch", "service", "web", "--type=json", "-p", `[{"op":"add","path":"/spec/selector","value":{"app":"web"}}]`)
 	reverted := time.Now()
-	eventually(t, 30*time.Second, "the run is told web was changed back by Argo CD", func() error {
-		for _, ev := range told.told() {
+	clustertest.Eventually(t, 30*time.Second, "the run is told web was changed back by Argo CD", func() error {
+		for _, ev := range told.Told() {
 			if strings.HasPrefix(ev.Text, "web was changed back by Argo CD (annotation argocd.argoproj.io/tracking-id: shop:/Service:"+k.Namespace+"/web)") {
 				if !strings.Contains(ev.Text, "      name: web\n      namespace: "+k.Namespace+"\n") {
 					t.Errorf("the warning lacks the snippet for web in %s:\n%s", k.Namespace, ev.Text)
@@ -133,7 +109,7 @@ func TestChangedBackByArgoCDIsToldAtOnce(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("told %+v", told.told())
+		return fmt.Errorf("told %+v", told.Told())
 	})
 	t.Logf("told %s after the revert", time.Since(reverted).Round(100*time.Millisecond))
 	k.eventuallyAnswered(t, "http://web/", "deployed")
@@ -144,14 +120,18 @@ func TestChangedBackByArgoCDIsToldAtOnce(t *testing.T) {
 	if err != nil || svc.Spec.Selector["app"] != "web" {
 		t.Errorf("plug fought the revert: selector %v (%v)", svc.Spec.Selector, err)
 	}
-	time.Sleep(3 * time.Second)
-	n := 0
-	for _, ev := range told.told() {
-		if strings.Contains(ev.Text, "changed back") {
-			n++
+	// A Service watch event that follows (the revert's own, the
+	// controllers') would tell it again within a few seconds.
+	clustertest.Consistently(t, 3*time.Second, "told once that web was changed back", func() error {
+		n := 0
+		for _, ev := range told.Told() {
+			if strings.Contains(ev.Text, "changed back") {
+				n++
+			}
 		}
-	}
-	if n != 1 {
-		t.Errorf("told %d times that web was changed back", n)
-	}
+		if n != 1 {
+			return fmt.Errorf("told %d times", n)
+		}
+		return nil
+	})
 }

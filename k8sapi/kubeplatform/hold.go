@@ -1,43 +1,47 @@
 package kubeplatform
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"time"
 
+	"plug/k8sapi"
 	"plug/tunnel"
 )
 
 // holding is a name this agent serves for one run.
 type holding struct {
-	run      string
-	bindings map[int]tunnel.Binding // by Service port
-	reverted bool                   // the developer was told it was changed back
+	owner    tunnel.Holder              // the run, and the key it belongs to
+	bindings map[portKey]tunnel.Binding // by Service port
+	reverted bool                       // the developer was told it was changed back
 }
 
 func (p *Platform) hold(b tunnel.Binding) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.held[b.Name]
-	if h == nil || h.run != b.Holder.Run {
-		h = &holding{run: b.Holder.Run, bindings: map[int]tunnel.Binding{}}
+	if h == nil || !h.owner.SameRun(b.Holder) {
+		h = &holding{owner: b.Holder, bindings: map[portKey]tunnel.Binding{}}
 		p.held[b.Name] = h
 	}
-	h.bindings[b.Port] = b
+	h.bindings[keyOf(b)] = b
 	delete(p.pending, b.Name)
 }
 
-// forget stops holding port of name here (every port when port is 0).
-func (p *Platform) forget(name string, port int) {
+// forget stops holding port k of name here (every port when k.Port is 0).
+func (p *Platform) forget(name string, k portKey) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.held[name]
 	if h == nil {
 		return
 	}
-	if port == 0 {
+	if k.Port == 0 {
 		clear(h.bindings)
 	}
-	delete(h.bindings, port)
+	delete(h.bindings, k)
 	if len(h.bindings) == 0 {
 		delete(p.held, name)
 	}
@@ -62,10 +66,10 @@ func (p *Platform) heldNames() []string {
 	return slices.Sorted(maps.Keys(p.held))
 }
 
-// holds reports whether this agent holds name for the run of r.
+// holds reports whether this agent holds name for the run (and key) of r.
 func (p *Platform) holds(name string, r receipt) bool {
 	h := p.holdingOf(name)
-	return h != nil && h.run == r.Holder.Run && r.Pod == p.pod
+	return h != nil && h.owner.SameRun(r.Holder.tunnel()) && r.Pod == p.pod
 }
 
 // servesHere are the ports of name this agent serves.
@@ -75,8 +79,8 @@ func (p *Platform) servesHere(name string) []servedPort {
 		return nil
 	}
 	var out []servedPort
-	for _, port := range slices.Sorted(maps.Keys(h.bindings)) {
-		out = append(out, servedPort{Port: port, Target: h.bindings[port].Target})
+	for _, k := range slices.SortedFunc(maps.Keys(h.bindings), comparePortKeys) {
+		out = append(out, servedPort{Port: k.Port, Target: h.bindings[k].Target, UDP: k.UDP})
 	}
 	return out
 }
@@ -110,8 +114,8 @@ func (p *Platform) lost(name, why string) {
 // notify tells the run of h about ev, through the Notify of its first
 // binding that has one.
 func notify(h *holding, ev tunnel.Event) {
-	for _, port := range slices.Sorted(maps.Keys(h.bindings)) {
-		if n := h.bindings[port].Notify; n != nil {
+	for _, k := range slices.SortedFunc(maps.Keys(h.bindings), comparePortKeys) {
+		if n := h.bindings[k].Notify; n != nil {
 			n(ev)
 			return
 		}
@@ -123,4 +127,65 @@ func (p *Platform) kickGuard() {
 	case p.kick <- struct{}{}:
 	default:
 	}
+}
+
+var _ tunnel.HolderMover = (*Platform)(nil)
+
+// MoveHolder makes to's run the holder of what from's run holds of
+// from.Name on this agent: the receipt on the Service names it from now
+// on, conditional on the version read; see tunnel.HolderMover.
+func (p *Platform) MoveHolder(ctx context.Context, from, to tunnel.Binding) error {
+	if to.Holder.Agent == "" {
+		to.Holder.Agent = p.pod
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	p.moving.Lock()
+	defer p.moving.Unlock()
+	var notHeld error // not worth retrying
+	err := retryTemporary(ctx, func() error {
+		return k8sapi.RetryOnConflict(ctx, func() error {
+			svc, err := p.c.Services(p.ns).Get(ctx, from.Name)
+			if err != nil {
+				return err
+			}
+			r, has, err := receiptOf(svc)
+			if err != nil || !has || !r.Holder.tunnel().SameRun(from.Holder) || r.Pod != p.pod {
+				notHeld = fmt.Errorf("%s is no longer held by %s on this agent", from.Name, from.Holder)
+				return nil
+			}
+			r.Holder = holderOf(to.Holder)
+			_, err = p.c.Services(p.ns).JSONPatch(ctx, from.Name, []k8sapi.PatchOp{ifVersion(svc),
+				setAnnotations(svc, map[string]string{AnnotationReceipt: r.encode(), AnnotationHeartbeat: heartbeatNow()})})
+			return err
+		})
+	})
+	if err == nil {
+		err = notHeld
+	}
+	if err != nil {
+		return fmt.Errorf("handing %s to %s: %w", from.Name, to.Holder, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h := p.held[from.Name]; h != nil && h.owner.SameRun(from.Holder) {
+		h.owner = to.Holder
+		for port, b := range h.bindings {
+			b.Holder, b.Notify = to.Holder, to.Notify
+			h.bindings[port] = b
+		}
+	}
+	return nil
+}
+
+// reheld reports whether what this agent holds of name passed, meanwhile,
+// to the run receipt r names (MoveHolder), rather than being lost.
+func (p *Platform) reheld(name string, r receipt) bool {
+	p.moving.Lock()
+	defer p.moving.Unlock()
+	h := p.holdingOf(name)
+	return h != nil && h.owner.SameRun(r.Holder.tunnel())
 }

@@ -2,23 +2,24 @@ package kubeplatform
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 
 	"golang.org/x/crypto/ssh"
 
 	"plug/k8sapi"
+	"plug/keys"
+	"plug/tunnel"
 )
 
 // hostKeyField is the key of the Secret's data holding the host key.
 const hostKeyField = "ssh_host_ed25519_key"
 
+var _ tunnel.SharedHostKey = (*Platform)(nil)
+
 // HostKey returns the agent's SSH host key, shared by every replica through
 // the Secret plug-state: read from it, or made and stored there by the
 // first replica to need it. Replicas racing to store one all end up with
-// the one stored first.
+// the one stored first (tunnel.SharedHostKey).
 func (p *Platform) HostKey(ctx context.Context) (ssh.Signer, error) {
 	secrets := p.c.Secrets(p.ns)
 	for range 8 {
@@ -35,7 +36,7 @@ func (p *Platform) HostKey(ctx context.Context) (ssh.Signer, error) {
 			}
 			return signer, nil
 		}
-		keyPEM, err := newHostKey()
+		keyPEM, _, err := keys.NewPrivateKey("plug agent host key")
 		if err != nil {
 			return nil, err
 		}
@@ -60,16 +61,4 @@ func (p *Platform) HostKey(ctx context.Context) (ssh.Signer, error) {
 		}
 	}
 	return nil, fmt.Errorf("the Secret %s kept changing while the host key was being stored; start the agent again", StateSecret)
-}
-
-func newHostKey() ([]byte, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "plug agent host key")
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(block), nil
 }

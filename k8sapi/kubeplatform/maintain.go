@@ -12,7 +12,10 @@ import (
 
 // Maintain runs until ctx ends; see tunnel.Platform. At once, it sweeps
 // the receipts of the namespace, giving back those whose holder is gone —
-// including, since this agent has just started, those naming this very pod.
+// including, since this agent has just started, those naming this very pod
+// (that sweep and Serve exclude each other, so what a run is served
+// meanwhile is never given back by it).
+// It keeps the records of runs (runs.go).
 // Then it renews the heartbeat of every name held here (every Heartbeat),
 // sweeps again (every SweepEvery), and keeps the endpoints of the held
 // names as their receipts say, at once on every change of the namespace's
@@ -27,23 +30,20 @@ func (p *Platform) Maintain(ctx context.Context) error {
 	})
 	watchers.Go(func() { follow(ctx, p, p.c.Pods(p.ns), k8sapi.ListOptions{}, "pods", nil) })
 	watchers.Go(func() { follow(ctx, p, p.c.Services(p.ns), k8sapi.ListOptions{}, "services", p.serviceChanges()) })
-	beat := time.NewTicker(p.times.Heartbeat)
-	defer beat.Stop()
-	sweep := time.NewTicker(p.times.SweepEvery)
-	defer sweep.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-beat.C:
+	watchers.Go(func() { p.tendRecords(ctx) })
+	tunnel.Duties{
+		Heartbeat:  p.times.Heartbeat,
+		SweepEvery: p.times.SweepEvery,
+		Beat: func(ctx context.Context) {
 			p.retryPending(ctx)
 			p.tendAll(ctx, true)
-		case <-sweep.C:
-			p.sweep(ctx, false)
-		case <-p.kick:
-			p.tendAll(ctx, false)
-		}
-	}
+			p.renewVolumes(ctx)
+		},
+		Sweep:  func(ctx context.Context) { p.sweep(ctx, false) },
+		Kick:   p.kick,
+		Kicked: func(ctx context.Context) { p.tendAll(ctx, false) },
+	}.Run(ctx)
+	return nil
 }
 
 // follow kicks the guard after each list of res, and passes each change
@@ -92,11 +92,11 @@ func (p *Platform) tend(ctx context.Context, name string, renew bool) error {
 	case !has:
 		p.lost(name, fmt.Sprintf("%s was given back while this run still served it (its receipt is gone); the name no longer reaches this run", name))
 		return nil
-	case r.Holder.Run != h.run:
+	case !r.Holder.tunnel().SameRun(h.owner) && !p.reheld(name, r):
 		p.lost(name, fmt.Sprintf("%s was given back while this run still served it, and is now served by %s", name, r.Holder.tunnel()))
 		return nil
 	case r.Pod != p.pod:
-		p.forget(name, 0) // the run reconnected to another agent, which holds it now
+		p.forget(name, portKey{}) // the run reconnected to another agent, which holds it now
 		return nil
 	case !r.Created && len(svc.Spec.Selector) > 0:
 		p.changedBack(ctx, svc, h)
@@ -109,7 +109,7 @@ func (p *Platform) tend(ctx context.Context, name string, renew bool) error {
 			if err != nil {
 				return err
 			}
-			if cr, ok, _ := receiptOf(cur); !ok || cr.Holder.Run != h.run || cr.Pod != p.pod {
+			if cr, ok, _ := receiptOf(cur); !ok || !cr.Holder.tunnel().SameRun(h.owner) || cr.Pod != p.pod {
 				return nil // changed hands; the next tend says so
 			}
 			ops := []k8sapi.PatchOp{ifVersion(cur), setAnnotations(cur, map[string]string{AnnotationHeartbeat: heartbeatNow()})}
@@ -137,7 +137,7 @@ func (p *Platform) retryPending(ctx context.Context) {
 			continue
 		}
 		p.mu.Lock()
-		if cur, ok := p.pending[b.Name]; ok && cur.Holder.Run == b.Holder.Run && cur.Port == b.Port {
+		if cur, ok := p.pending[b.Name]; ok && cur.Holder.SameRun(b.Holder) && keyOf(cur) == keyOf(b) {
 			delete(p.pending, b.Name)
 		}
 		p.mu.Unlock()
@@ -149,6 +149,10 @@ func (p *Platform) retryPending(ctx context.Context) {
 // number of agents may sweep at once: each write applies only to the
 // version of the object it was decided on.
 func (p *Platform) sweep(ctx context.Context, boot bool) {
+	if boot {
+		p.booting.Lock()
+		defer p.booting.Unlock()
+	}
 	// Slices are listed before Services: a slice that exists before the
 	// Services are read has its receipt written already, unless given back.
 	plugSlices, err := p.c.EndpointSlices(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: k8sapi.LabelSliceManagedBy + "=" + ManagedBy})
@@ -161,6 +165,7 @@ func (p *Platform) sweep(ctx context.Context, boot bool) {
 		p.logf("sweep: listing Services: %v", err)
 		return
 	}
+	p.sweepVolumes(ctx, boot)
 	withReceipt := map[string]bool{}
 	for _, svc := range svcs.Items {
 		r, has, err := receiptOf(&svc)

@@ -11,7 +11,10 @@ import (
 // the platform tells it at once when what routes a name it holds changed:
 // the Service's selector, ports or address, or its EndpointSlices.
 
-// String names the platform for the developer's terminal and plug doctor.
+var _ tunnel.NamedPlatform = (*Platform)(nil)
+
+// String names the platform for the developer's terminal and plug doctor
+// (tunnel.NamedPlatform).
 func (p *Platform) String() string { return "Kubernetes, namespace " + p.ns }
 
 // pathChanged tells the run holding name here, if any, that what routes

@@ -47,7 +47,7 @@ func (term *terminal) String() string {
 func (term *terminal) waitFor(t *testing.T, within time.Duration, text string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	eventually(t, within, "the terminal shows "+text, func() error {
+	clustertest.Eventually(t, within, "the terminal shows "+text, func() error {
 		if !strings.Contains(term.String(), text) {
 			return fmt.Errorf("it shows:\n%s", term)
 		}
@@ -103,7 +103,7 @@ func TestDeployedAgentProvesThePathAndWarns(t *testing.T) {
 			!strings.Contains(term.String(), snippet) {
 			t.Errorf("before the takeover, the developer was not told Argo CD manages web, with the remedy:\n%s", term)
 		}
-		eventually(t, 30*time.Second, "the agent proved web's path", func() error {
+		clustertest.Eventually(t, 30*time.Second, "the agent proved web's path", func() error {
 			if logs, _ := k.TryKubectl("logs", a.pod(t)); !strings.Contains(logs, "web: path proven") {
 				return fmt.Errorf("the agent's log:\n%s", logs)
 			}
@@ -114,13 +114,16 @@ func TestDeployedAgentProvesThePathAndWarns(t *testing.T) {
 		// deployed pods) proves the path again, a burst of probes.
 		k.Kubectl(t, "scale", "deployment/web", "--replicas=2")
 		k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
-		time.Sleep(12 * time.Second)
-		if now := k.local.hits.Load(); now != hits {
-			t.Errorf("the developer's process saw %d requests nobody made: the probes reached it", now-hits)
-		}
-		if strings.Contains(term.String(), "is not reachable") || strings.Contains(term.String(), "answered by something else") {
-			t.Fatalf("warned while the path was right:\n%s", term)
-		}
+		// The burst's probes go out within 10 s of the change.
+		clustertest.Consistently(t, 12*time.Second, "the probes are invisible while the path is right", func() error {
+			if now := k.local.hits.Load(); now != hits {
+				return fmt.Errorf("the developer's process saw %d requests nobody made: the probes reached it", now-hits)
+			}
+			if strings.Contains(term.String(), "is not reachable") || strings.Contains(term.String(), "answered by something else") {
+				return fmt.Errorf("warned while the path was right:\n%s", term)
+			}
+			return nil
+		})
 
 		reverted := k.revert(t)
 		took := term.waitFor(t, 30*time.Second, "[warning] web was changed back by Argo CD (annotation argocd.argoproj.io/tracking-id: shop:/Service:"+k.Namespace+"/web)")
@@ -135,17 +138,19 @@ func TestDeployedAgentProvesThePathAndWarns(t *testing.T) {
 		scaled := time.Now()
 		term.waitFor(t, 30*time.Second, "[warning] web is not reachable inside the cluster")
 		t.Logf("not reachable: told %s after the workload was scaled to 0", time.Since(scaled).Round(100*time.Millisecond))
-		time.Sleep(5 * time.Second)
-		for _, w := range []string{"changed back", "answered by something else", "not reachable inside the cluster"} {
-			if n := strings.Count(term.String(), w); n != 1 {
-				t.Errorf("%q told %d times:\n%s", w, n, term)
+		clustertest.Consistently(t, 5*time.Second, "each warning told once", func() error {
+			for _, w := range []string{"changed back", "answered by something else", "not reachable inside the cluster"} {
+				if n := strings.Count(term.String(), w); n != 1 {
+					return fmt.Errorf("%q told %d times:\n%s", w, n, term)
+				}
 			}
-		}
+			return nil
+		})
 		if now := k.local.hits.Load(); now != hits {
 			t.Errorf("the developer's process saw %d requests after the revert", now-hits)
 		}
 		s.Close()
-		eventually(t, 10*time.Second, "web given back", func() error {
+		clustertest.Eventually(t, 10*time.Second, "web given back", func() error {
 			svc, err := k.admin.Services(k.Namespace).Get(bg, "web")
 			if err != nil || svc.Metadata.Annotations[AnnotationReceipt] != "" {
 				return fmt.Errorf("annotations %v (%v)", svc.Metadata.Annotations, err)
@@ -196,7 +201,10 @@ func buildPlug(t *testing.T) string {
 // Acceptance 5: with a Role lacking patch on services, the manifest's
 // agent does not start serving and its log names the rule; plug doctor
 // prints the patch that grants it; that line, run as printed, lets the
-// agent serve and doctor come back clean, with no restart.
+// agent serve and doctor come back clean, with no restart. Issue 12,
+// acceptance 9: meanwhile its pod reads NotReady (its readiness probe says
+// why), and the plug Service still reaches it; once the right is granted
+// the pod is Ready.
 func TestDeployedAgentWithoutARightAndDoctor(t *testing.T) {
 	k := &kube{Kube: clustertest.NeedKube(t)}
 	image := agentImage(t, k.Kube)
@@ -205,10 +213,16 @@ func TestDeployedAgentWithoutARightAndDoctor(t *testing.T) {
 	plug := buildPlug(t)
 	a := deployAgent(t, k, image)
 	k.Kubectl(t, "patch", "role", "plug", "--type=json", "-p", `[{"op":"replace","path":"/rules/0/verbs","value":["get","list","watch","create","delete"]}]`)
-	k.Kubectl(t, "rollout", "restart", "deployment/plug")
-	k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
+	old := a.pod(t)
+	k.Kubectl(t, "delete", "pod", old, "--wait=true")
+	clustertest.Eventually(t, 60*time.Second, "the agent's new pod runs", func() error {
+		if name, ip := a.newestPod(); name == old || ip == "" {
+			return fmt.Errorf("the newest agent pod is %s at %q", name, ip)
+		}
+		return nil
+	})
 
-	eventually(t, 30*time.Second, "the agent's log names the missing rule", func() error {
+	clustertest.Eventually(t, 30*time.Second, "the agent's log names the missing rule", func() error {
 		logs, _ := k.TryKubectl("logs", a.pod(t))
 		if !strings.Contains(logs, "missing right patch services (for -s: create a name, take over a deployed Service and restore it, sweep receipts), which runs need; grant it with: kubectl -n "+k.Namespace+" patch role plug") ||
 			!strings.Contains(logs, "not serving runs") {
@@ -250,6 +264,20 @@ func TestDeployedAgentWithoutARightAndDoctor(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "FAIL missing right patch services, which runs need") {
 		t.Fatalf("doctor: exit %d", code)
 	}
+	pod, ip := a.newestPod()
+	clustertest.Eventually(t, 30*time.Second, "the readiness probe says the agent serves no runs", func() error {
+		events, _ := k.TryKubectl("get", "events", "--field-selector", "involvedObject.name="+pod+",reason=Unhealthy", "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(events, "Readiness probe failed") || !strings.Contains(events, "not serving runs") {
+			return fmt.Errorf("the pod's Unhealthy events: %q", events)
+		}
+		return nil
+	})
+	if ready := k.Kubectl(t, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); ready != "False" {
+		t.Errorf("the agent that refuses runs reads Ready %q", ready)
+	}
+	if eps := k.Kubectl(t, "get", "endpointslices", "-l", "kubernetes.io/service-name=plug", "-o", "jsonpath={.items[*].endpoints[*].addresses[*]}"); !strings.Contains(eps, ip) {
+		t.Errorf("the plug Service does not reach the agent that is not Ready (%s): its endpoints are %q", ip, eps)
+	}
 	var fix string
 	for _, line := range strings.Split(out, "\n") {
 		if l := strings.TrimSpace(line); strings.HasPrefix(l, "kubectl -n "+k.Namespace+" patch role plug") {
@@ -271,6 +299,12 @@ func TestDeployedAgentWithoutARightAndDoctor(t *testing.T) {
 	if code, out := doctor(); code != 0 || strings.Contains(out, "FAIL") || strings.Contains(out, "warn") {
 		t.Fatalf("after the patch, doctor: exit %d", code)
 	}
+	clustertest.Eventually(t, 30*time.Second, "the agent's pod Ready once it serves runs", func() error {
+		if ready := k.Kubectl(t, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); ready != "True" {
+			return fmt.Errorf("Ready is %q", ready)
+		}
+		return nil
+	})
 	s, _ := a.openRun(t)
 	a.serveWeb(t, s)
 	if logs := k.Kubectl(t, "logs", a.pod(t)); !strings.Contains(logs, "every right runs need is granted: serving runs") {

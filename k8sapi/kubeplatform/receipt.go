@@ -19,6 +19,9 @@ const (
 	// AnnotationHeartbeat holds when the holder last said it is alive
 	// (RFC 3339, UTC).
 	AnnotationHeartbeat = "plug.dev/heartbeat"
+	// AnnotationProtect, set to "true" on a Service by the cluster admin,
+	// keeps plug from ever serving it: -s of its name is refused.
+	AnnotationProtect = "plug.dev/protect"
 	// LabelManagedBy marks the Services plug created.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedBy is plug's value of LabelManagedBy and of
@@ -54,10 +57,46 @@ func (h holder) tunnel() tunnel.Holder {
 	return tunnel.Holder{Run: h.Run, Agent: h.Agent, Developer: h.Developer, User: h.User, Since: h.Since}
 }
 
-// servedPort is one Service port answered by the holder on Target.
+// servedPort is one Service port answered by the holder on Target: a TCP
+// port, or with UDP a UDP one (a Service may have both on one number).
 type servedPort struct {
-	Port   int `json:"port"`
-	Target int `json:"target"`
+	Port   int  `json:"port"`
+	Target int  `json:"target"`
+	UDP    bool `json:"udp,omitempty"`
+}
+
+// key is the port and protocol sp serves.
+func (sp servedPort) key() portKey { return portKey{Port: sp.Port, UDP: sp.UDP} }
+
+// portKey is a Service port: its number and protocol.
+type portKey struct {
+	Port int
+	UDP  bool
+}
+
+func keyOf(b tunnel.Binding) portKey { return portKey{Port: b.Port, UDP: b.UDP} }
+
+// protocol is the Service port protocol of k.
+func (k portKey) protocol() string {
+	if k.UDP {
+		return "UDP"
+	}
+	return "TCP"
+}
+
+func (k portKey) String() string { return fmt.Sprintf("%d/%s", k.Port, k.protocol()) }
+
+func comparePortKeys(a, b portKey) int {
+	if a.Port != b.Port {
+		return a.Port - b.Port
+	}
+	switch {
+	case a.UDP == b.UDP:
+		return 0
+	case a.UDP:
+		return 1
+	}
+	return -1
 }
 
 // original is what plug changes on a Service it takes over, as it was.
@@ -86,31 +125,31 @@ func (r receipt) encode() string {
 	return string(b)
 }
 
-// serving returns the target port for port, if the receipt serves it.
-func (r receipt) serving(port int) (target int, ok bool) {
+// serving returns the target port for k, if the receipt serves it.
+func (r receipt) serving(k portKey) (target int, ok bool) {
 	for _, s := range r.Serves {
-		if s.Port == port {
+		if s.key() == k {
 			return s.Target, true
 		}
 	}
 	return 0, false
 }
 
-// withServed returns r serving port on target (replacing an older target).
-func (r receipt) withServed(port, target int) receipt {
-	r.Serves = append(slices.DeleteFunc(slices.Clone(r.Serves), func(s servedPort) bool { return s.Port == port }),
-		servedPort{Port: port, Target: target})
-	slices.SortFunc(r.Serves, func(a, b servedPort) int { return a.Port - b.Port })
+// withServed returns r serving k on target (replacing an older target).
+func (r receipt) withServed(k portKey, target int) receipt {
+	r.Serves = append(slices.DeleteFunc(slices.Clone(r.Serves), func(s servedPort) bool { return s.key() == k }),
+		servedPort{Port: k.Port, Target: target, UDP: k.UDP})
+	slices.SortFunc(r.Serves, func(a, b servedPort) int { return comparePortKeys(a.key(), b.key()) })
 	return r
 }
 
-// without returns r no longer serving port (every port when port is 0).
-func (r receipt) without(port int) receipt {
-	if port == 0 {
+// without returns r no longer serving k (every port when k.Port is 0).
+func (r receipt) without(k portKey) receipt {
+	if k.Port == 0 {
 		r.Serves = nil
 		return r
 	}
-	r.Serves = slices.DeleteFunc(slices.Clone(r.Serves), func(s servedPort) bool { return s.Port == port })
+	r.Serves = slices.DeleteFunc(slices.Clone(r.Serves), func(s servedPort) bool { return s.key() == k })
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"plug/k8sapi"
@@ -17,12 +18,16 @@ const RoleName = "plug"
 const StateSecret = "plug-state"
 
 // rule is a set of RBAC verbs on one resource, and the feature behind it.
+// A resource may name a subresource, e.g. "pods/exec".
 type rule struct {
 	group, resource, name string
 	verbs                 []string
 	feature               string
 	required              bool
 }
+
+// envFeature is what the --env-from rules are for.
+const envFeature = "--env-from: a workload's environment"
 
 // rules are every permission the agent's features use; deploy/plug-k8s.yaml
 // grants each, and deploy/README.md explains each.
@@ -43,17 +48,44 @@ var rules = []rule{
 		"-s: follow the deployed pods behind unserved ports at once rather than within the heartbeat period", false},
 	{"", "secrets", StateSecret, []string{"get", "patch"},
 		"one SSH host key shared by every agent replica and kept across restarts", false},
+	{"", "secrets", MembersSecret, []string{"get", "list", "watch", "patch"},
+		"admission by approval (PLUG_ADMISSION=invite): the members, the pending requests and the admins, followed at once by every replica", false},
+	{"coordination.k8s.io", "leases", "", []string{"create", "patch", "delete", "list", "watch"},
+		"plug who and plug end across replicas: a Lease per run per agent pod, renewed while the run lasts", false},
+	{"", "events", "", []string{"create"},
+		"-s: an Event on each Service a run takes over and gives back, for kubectl describe svc", false},
+	{"apps", "deployments", "", []string{"get"}, envFeature + ": find deploy/NAME", false},
+	{"apps", "statefulsets", "", []string{"get"}, envFeature + ": find statefulset/NAME", false},
+	{"apps", "daemonsets", "", []string{"get"}, envFeature + ": find daemonset/NAME", false},
+	{"batch", "jobs", "", []string{"get"}, envFeature + ": find job/NAME", false},
+	{"", "configmaps", "", []string{"get"}, envFeature + ": the values it takes from ConfigMaps", false},
+	{"", "secrets", "", []string{"get"},
+		envFeature + ": the values it takes from Secrets; without it they are left out, each named", false},
+	{"", "pods/exec", "", []string{"get", "create"},
+		envFeature + ": the image's own ENV, read with `env -0` in the running container; " + volumeFeature + ": the uid of the workload's process", false},
+	{"", "pods", "", []string{"create", "delete"}, volumeFeature + ": the helper pod serving the volume, removed when the run ends", false},
+	{"", "persistentvolumeclaims", "", []string{"get"},
+		volumeFeature + ": a claim's access modes (ReadWriteMany helpers may run on any node); without it the helper runs on the workload's node", false},
 }
 
-// Rights checks every rule with a SelfSubjectAccessReview; see
+// volumeFeature is what the --volume rules are for.
+const volumeFeature = "--volume: a workload's volume on the laptop"
+
+// Rights checks every rule with a SelfSubjectAccessReview, and the rule
+// on the agent's own Deployment (plug update --agent) when it has one; see
 // tunnel.Platform. Each missing right comes with the one command that
 // grants it alone.
 func (p *Platform) Rights(ctx context.Context) ([]tunnel.Right, error) {
 	var out []tunnel.Right
-	for _, rl := range rules {
+	all := rules
+	if p.deployment != "" {
+		all = append(slices.Clip(rules), p.updateRule())
+	}
+	for _, rl := range all {
 		for _, verb := range rl.verbs {
+			resource, sub, _ := strings.Cut(rl.resource, "/")
 			ok, err := p.c.CanI(ctx, k8sapi.ResourceAttributes{
-				Namespace: p.ns, Verb: verb, Group: rl.group, Resource: rl.resource, Name: rl.name,
+				Namespace: p.ns, Verb: verb, Group: rl.group, Resource: resource, Subresource: sub, Name: rl.name,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("checking the agent's rights: %w", err)
@@ -63,11 +95,23 @@ func (p *Platform) Rights(ctx context.Context) ([]tunnel.Right, error) {
 			})
 		}
 	}
-	return out, nil
+	for _, ns := range p.offered {
+		for _, verb := range []string{"list", "watch"} {
+			ok, err := p.c.CanI(ctx, k8sapi.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "services"})
+			if err != nil {
+				return nil, fmt.Errorf("checking the agent's rights: %w", err)
+			}
+			out = append(out, tunnel.Right{
+				Rule: verb + " services in namespace " + ns, Granted: ok, Fix: p.offerCommand(ns),
+				Feature: "-c: the names of namespace " + ns + " (PLUG_NAMESPACES), offered by the Role and RoleBinding " + NamespacesRole + " there",
+			})
+		}
+	}
+	return append(out, p.helperAdmission(ctx, out)...), nil
 }
 
-// text names the rule for one verb, e.g. "patch services" or
-// "get secrets/plug-state".
+// text names the rule for one verb, e.g. "patch services",
+// "get secrets/plug-state" or "create pods/exec".
 func (rl rule) text(verb string) string {
 	res := rl.resource
 	if rl.group != "" {

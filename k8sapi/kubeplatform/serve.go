@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"plug/k8sapi"
@@ -17,7 +19,9 @@ var errReread = errors.New("the Service changed; read it again")
 // Serve makes b.Name:b.Port reach this agent on b.Target; see
 // tunnel.Platform. A new name becomes a Service of plug's; a deployed
 // Service is taken over with a receipt; a name the same run already holds
-// (a reconnect, or another port of it) is extended. A receipt left by a
+// (the same run id and the same key: a reconnect, maybe to this replica,
+// or another port of it) is extended. A name another run or another key
+// holds is refused with a *tunnel.HeldError. A receipt left by a
 // holder that is gone is given back first, as the sweep would.
 func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
 	if err := tunnel.CheckBinding(b); err != nil {
@@ -29,6 +33,8 @@ func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, 
 	if b.Holder.Since.IsZero() {
 		b.Holder.Since = time.Now()
 	}
+	p.booting.RLock()
+	defer p.booting.RUnlock()
 	var err error
 	for range 8 {
 		var served tunnel.Served
@@ -56,7 +62,7 @@ func (p *Platform) serveOnce(ctx context.Context, b tunnel.Binding) (tunnel.Serv
 	if !has {
 		return p.takeOver(ctx, svc, b)
 	}
-	if r.Holder.Run == b.Holder.Run {
+	if r.Holder.tunnel().SameRun(b.Holder) {
 		return p.extend(ctx, svc, r, b)
 	}
 	if why, err := p.abandoned(ctx, svc, r, false); err != nil {
@@ -74,7 +80,7 @@ func (p *Platform) serveOnce(ctx context.Context, b tunnel.Binding) (tunnel.Serv
 // create makes b.Name a new Service of plug's, answered by this agent.
 func (p *Platform) create(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
 	r := receipt{Holder: holderOf(b.Holder), Pod: p.pod, PodIP: p.ip.String(), Created: true,
-		Serves: []servedPort{{Port: b.Port, Target: b.Target}}}
+		Serves: []servedPort{{Port: b.Port, Target: b.Target, UDP: b.UDP}}}
 	svc := &k8sapi.Service{
 		TypeMeta: k8sapi.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		Metadata: k8sapi.ObjectMeta{
@@ -82,7 +88,7 @@ func (p *Platform) create(ctx context.Context, b tunnel.Binding) (tunnel.Served,
 			Labels:      map[string]string{LabelManagedBy: ManagedBy},
 			Annotations: map[string]string{AnnotationReceipt: r.encode(), AnnotationHeartbeat: heartbeatNow()},
 		},
-		Spec: k8sapi.ServiceSpec{Type: k8sapi.ServiceClusterIP, Ports: []k8sapi.ServicePort{createdPort(b.Port)}},
+		Spec: k8sapi.ServiceSpec{Type: k8sapi.ServiceClusterIP, Ports: []k8sapi.ServicePort{createdPort(keyOf(b))}},
 	}
 	created, err := p.c.Services(p.ns).Create(ctx, svc)
 	if err != nil {
@@ -91,25 +97,30 @@ func (p *Platform) create(ctx context.Context, b tunnel.Binding) (tunnel.Served,
 		}
 		return tunnel.Served{}, fmt.Errorf("creating the Service %s: %w", b.Name, err)
 	}
+	p.forgetDeployed(b.Name)
 	if err := p.settleOrUndo(ctx, created, r, b); err != nil {
 		return tunnel.Served{}, err
 	}
-	return tunnel.Served{Detail: fmt.Sprintf("%s:%d is a new name in namespace %s, answered by this run until it ends", b.Name, b.Port, p.ns)}, nil
+	return tunnel.Served{Detail: fmt.Sprintf("%s:%s is a new name in namespace %s, answered by this run until it ends", b.Name, keyOf(b), p.ns)}, nil
 }
 
-// createdPort is port as a port of a Service plug creates. Ports are named,
-// since a Service with several ports must name each.
-func createdPort(port int) k8sapi.ServicePort {
-	return k8sapi.ServicePort{Name: fmt.Sprintf("tcp-%d", port), Protocol: "TCP", Port: port, TargetPort: &k8sapi.IntOrString{Int: port}}
+// createdPort is k as a port of a Service plug creates. Ports are named
+// ("tcp-8080", "udp-8125"), since a Service with several ports must name
+// each.
+func createdPort(k portKey) k8sapi.ServicePort {
+	return k8sapi.ServicePort{Name: fmt.Sprintf("%s-%d", strings.ToLower(k.protocol()), k.Port), Protocol: k.protocol(), Port: k.Port, TargetPort: &k8sapi.IntOrString{Int: k.Port}}
 }
 
 // takeOver parks the deployed Service svc and points b.Port at this agent.
 func (p *Platform) takeOver(ctx context.Context, svc *k8sapi.Service, b tunnel.Binding) (tunnel.Served, error) {
+	if err := p.checkNotProtected(svc); err != nil {
+		return tunnel.Served{}, err
+	}
 	if _, err := checkTakeover(svc, b); err != nil {
 		return tunnel.Served{}, err
 	}
 	r := receipt{Holder: holderOf(b.Holder), Pod: p.pod, PodIP: p.ip.String(),
-		Serves:   []servedPort{{Port: b.Port, Target: b.Target}},
+		Serves:   []servedPort{{Port: b.Port, Target: b.Target, UDP: b.UDP}},
 		Original: &original{Selector: svc.Spec.Selector, Ports: svc.Spec.Ports}}
 	ops := []k8sapi.PatchOp{
 		ifVersion(svc),
@@ -124,25 +135,27 @@ func (p *Platform) takeOver(ctx context.Context, svc *k8sapi.Service, b tunnel.B
 		return tunnel.Served{}, err
 	}
 	p.warnManaged(svc, b)
+	p.recordTakeover(svc, r.Holder)
 	return tunnel.Served{TookOver: true, Detail: fmt.Sprintf(
-		"%s:%d now reaches this run; the deployed %s (selector %s) is parked until the run ends, its ClusterIP %s kept",
-		b.Name, b.Port, b.Name, selectorString(r.Original.Selector), svc.Spec.ClusterIP)}, nil
+		"%s:%s now reaches this run; the deployed %s (selector %s) is parked until the run ends, its ClusterIP %s kept",
+		b.Name, keyOf(b), b.Name, selectorString(r.Original.Selector), svc.Spec.ClusterIP)}, nil
 }
 
-// extend serves b on a name the same run already holds: another port of
-// it, or the same port again after the run reconnected (maybe to another
-// agent replica, which then becomes the holder).
+// extend serves b on a name the same run of the same key already holds:
+// another port of it, or the same port again after the run reconnected
+// (maybe to another agent replica, which then becomes the holder: the key
+// proves it is the same run).
 func (p *Platform) extend(ctx context.Context, svc *k8sapi.Service, r receipt, b tunnel.Binding) (tunnel.Served, error) {
 	nr := r
 	if r.Pod != p.pod || r.PodIP != p.ip.String() {
 		// The run moved here: only what this agent serves is served now.
 		nr.Pod, nr.PodIP, nr.Holder.Agent, nr.Serves = p.pod, p.ip.String(), b.Holder.Agent, p.servesHere(b.Name)
 	}
-	nr = nr.withServed(b.Port, b.Target)
+	nr = nr.withServed(keyOf(b), b.Target)
 	ops := []k8sapi.PatchOp{ifVersion(svc)}
 	if r.Created {
-		if portName(svc.Spec.Ports, b.Port) == "" {
-			ops = append(ops, k8sapi.PatchOp{Op: "add", Path: "/spec/ports/-", Value: createdPort(b.Port)})
+		if !slices.ContainsFunc(svc.Spec.Ports, func(sp k8sapi.ServicePort) bool { return keyOfPort(sp) == keyOf(b) }) {
+			ops = append(ops, k8sapi.PatchOp{Op: "add", Path: "/spec/ports/-", Value: createdPort(keyOf(b))})
 		}
 	} else {
 		orig := &k8sapi.Service{Metadata: svc.Metadata, Spec: k8sapi.ServiceSpec{Selector: r.Original.Selector, Ports: r.Original.Ports}}
@@ -153,12 +166,12 @@ func (p *Platform) extend(ctx context.Context, svc *k8sapi.Service, r receipt, b
 	ops = append(ops, setAnnotations(svc, map[string]string{AnnotationReceipt: nr.encode(), AnnotationHeartbeat: heartbeatNow()}))
 	updated, err := p.c.Services(p.ns).JSONPatch(ctx, svc.Metadata.Name, ops)
 	if err != nil {
-		return tunnel.Served{}, fmt.Errorf("serving %s:%d: %w", b.Name, b.Port, err)
+		return tunnel.Served{}, fmt.Errorf("serving %s:%s: %w", b.Name, keyOf(b), err)
 	}
 	if err := p.settleOrUndo(ctx, updated, nr, b); err != nil {
 		return tunnel.Served{}, err
 	}
-	return tunnel.Served{TookOver: !r.Created, Detail: fmt.Sprintf("%s:%d reaches this run", b.Name, b.Port)}, nil
+	return tunnel.Served{TookOver: !r.Created, Detail: fmt.Sprintf("%s:%s reaches this run", b.Name, keyOf(b))}, nil
 }
 
 // settleOrUndo writes the endpoints of svc that r calls for and records
@@ -171,7 +184,7 @@ func (p *Platform) settleOrUndo(ctx context.Context, svc *k8sapi.Service, r rece
 		p.kickGuard()
 		return nil
 	}
-	p.forget(b.Name, b.Port)
+	p.forget(b.Name, keyOf(b))
 	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if uerr := p.releaseWithRetry(undoCtx, b); uerr != nil {

@@ -11,6 +11,8 @@ import (
 
 	"plug/k8sapi"
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
 
 var bg = context.Background()
@@ -63,7 +65,7 @@ func TestTakeoverReroutesAndRestoresExactly(t *testing.T) {
 	k.eventuallyAnswered(t, "http://web/", "deployed")
 	before := k.snapshot(t, "web")
 	p := k.platform(t, "", nil, nil)
-	maintain(t, p)
+	tunneltest.Maintain(t, p)
 	b := k.run("run-1", "web", 80)
 
 	served, err := p.Serve(bg, b)
@@ -153,7 +155,7 @@ func TestUnservedPortsKeepAnsweringFromTheDeployedPods(t *testing.T) {
 	k := needKube(t)
 	k.deployWeb(t, 1)
 	p := k.platform(t, "", nil, nil)
-	maintain(t, p)
+	tunneltest.Maintain(t, p)
 	b := k.run("run-1", "web", 80)
 	if _, err := p.Serve(bg, b); err != nil {
 		t.Fatal(err)
@@ -164,7 +166,7 @@ func TestUnservedPortsKeepAnsweringFromTheDeployedPods(t *testing.T) {
 	// The deployed pods change while served: the unserved port follows.
 	k.Kubectl(t, "scale", "deployment/web", "--replicas=3")
 	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
-	eventually(t, 30*time.Second, "the pods' slice lists the 3 ready pods", func() error {
+	clustertest.Eventually(t, 30*time.Second, "the pods' slice lists the 3 ready pods", func() error {
 		for _, s := range k.slicesOf(t, "web")[ManagedBy] {
 			if s.Metadata.Name == "web-plug-pods" && len(s.Endpoints) == 3 {
 				return nil
@@ -198,8 +200,8 @@ func TestSecondRunIsRefusedNamingTheHolder(t *testing.T) {
 	if !errors.As(err, &he) || he.Holder.Run != "run-1" || he.Holder.User != "dev" || he.Holder.Developer != "SHA256:test" {
 		t.Fatalf("second run: %v, want a HeldError naming run-1 of dev", err)
 	}
-	if !strings.Contains(err.Error(), "since") {
-		t.Errorf("the refusal %q does not say since when", err)
+	if !strings.Contains(err.Error(), "dev (key SHA256:test) since") || strings.Contains(err.Error(), "run-1") {
+		t.Errorf("the refusal %q does not say who and since when, or tells the run id", err)
 	}
 	if after := k.snapshot(t, "web"); after.version != held.version {
 		t.Errorf("the refused run changed the Service: %v", after.sameAs(held))

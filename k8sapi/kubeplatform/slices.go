@@ -56,14 +56,27 @@ func newSlice(svc *k8sapi.Service, name, addrType string) k8sapi.EndpointSlice {
 	}
 }
 
-// portName is the name of svc's TCP port number port ("" when unnamed).
-func portName(ports []k8sapi.ServicePort, port int) string {
+// portName is the name of the port k of a Service's ports ("" when
+// unnamed).
+func portName(ports []k8sapi.ServicePort, k portKey) string {
 	for _, sp := range ports {
-		if sp.Port == port && (sp.Protocol == "" || sp.Protocol == "TCP") {
+		if keyOfPort(sp) == k {
 			return sp.Name
 		}
 	}
 	return ""
+}
+
+// keyOfPort is the number and protocol of a Service port (SCTP counts as
+// neither TCP nor UDP: it has port 0).
+func keyOfPort(sp k8sapi.ServicePort) portKey {
+	switch protocolOf(sp) {
+	case "TCP":
+		return portKey{Port: sp.Port}
+	case "UDP":
+		return portKey{Port: sp.Port, UDP: true}
+	}
+	return portKey{}
 }
 
 // agentSlice is the EndpointSlice that sends the ports the receipt serves
@@ -80,7 +93,7 @@ func (p *Platform) agentSlice(svc *k8sapi.Service, r receipt) k8sapi.EndpointSli
 	}
 	s.Endpoints = []k8sapi.Endpoint{ep}
 	for _, served := range r.Serves {
-		s.Ports = append(s.Ports, k8sapi.EndpointPort{Name: portName(svc.Spec.Ports, served.Port), Port: served.Target, Protocol: "TCP"})
+		s.Ports = append(s.Ports, k8sapi.EndpointPort{Name: portName(svc.Spec.Ports, served.key()), Port: served.Target, Protocol: served.key().protocol()})
 	}
 	return s
 }
@@ -93,9 +106,10 @@ func unservedPorts(r receipt) []k8sapi.ServicePort {
 	}
 	var out []k8sapi.ServicePort
 	for _, sp := range r.Original.Ports {
-		tcp := sp.Protocol == "" || sp.Protocol == "TCP"
-		if _, served := r.serving(sp.Port); served && tcp {
-			continue
+		if k := keyOfPort(sp); k.Port != 0 {
+			if _, served := r.serving(k); served {
+				continue
+			}
 		}
 		out = append(out, sp)
 	}
@@ -107,23 +121,33 @@ func unservedPorts(r receipt) []k8sapi.ServicePort {
 // is not declared by the pod.
 func resolvePorts(ports []k8sapi.ServicePort, pod k8sapi.Pod) (out []k8sapi.EndpointPort, ok bool) {
 	for _, sp := range ports {
-		proto := sp.Protocol
-		if proto == "" {
-			proto = "TCP"
+		target := targetPort(sp, pod)
+		if target == 0 {
+			return nil, false
 		}
-		target := sp.Port
-		if sp.TargetPort != nil {
-			target = sp.TargetPort.Int
-			if sp.TargetPort.String != "" {
-				target = namedPort(pod, sp.TargetPort.String, proto)
-				if target == 0 {
-					return nil, false
-				}
-			}
-		}
-		out = append(out, k8sapi.EndpointPort{Name: sp.Name, Port: target, Protocol: proto})
+		out = append(out, k8sapi.EndpointPort{Name: sp.Name, Port: target, Protocol: protocolOf(sp)})
 	}
 	return out, true
+}
+
+// targetPort is the port pod listens on for Service port sp, as the
+// EndpointSlice controller resolves it; 0 when sp targets a named port the
+// pod does not declare.
+func targetPort(sp k8sapi.ServicePort, pod k8sapi.Pod) int {
+	if sp.TargetPort == nil {
+		return sp.Port
+	}
+	if sp.TargetPort.String != "" {
+		return namedPort(pod, sp.TargetPort.String, protocolOf(sp))
+	}
+	return sp.TargetPort.Int
+}
+
+func protocolOf(sp k8sapi.ServicePort) string {
+	if sp.Protocol == "" {
+		return "TCP"
+	}
+	return sp.Protocol
 }
 
 func namedPort(pod k8sapi.Pod, name, proto string) int {
@@ -197,14 +221,18 @@ func (p *Platform) podSlices(svc *k8sapi.Service, r receipt, pods []k8sapi.Pod) 
 func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, first bool) error {
 	p.settling.Lock()
 	defer p.settling.Unlock()
-	want := []k8sapi.EndpointSlice{p.agentSlice(svc, r)}
-	if ports := unservedPorts(r); len(ports) > 0 {
+	// The deployed pods' slices first: a port given back reaches them
+	// before it leaves the agent's slice.
+	var want []k8sapi.EndpointSlice
+	if !r.Created {
 		pods, err := p.c.Pods(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: selectorString(r.Original.Selector)})
 		if err != nil {
-			return fmt.Errorf("listing the pods behind %s's unserved ports: %w", svc.Metadata.Name, err)
+			return fmt.Errorf("listing the pods behind %s: %w", svc.Metadata.Name, err)
 		}
-		want = append(want, p.podSlices(svc, r, pods.Items)...)
+		want = p.podSlices(svc, r, pods.Items)
+		p.noteDeployed(svc.Metadata.Name, *r.Original, pods.Items)
 	}
+	want = append(want, p.agentSlice(svc, r))
 	if err := p.syncSlices(ctx, svc.Metadata.Name, want); err != nil {
 		return err
 	}

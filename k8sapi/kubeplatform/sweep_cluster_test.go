@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
 
 // agentPod starts a pod standing in for an agent replica and returns its
@@ -46,8 +49,8 @@ func TestSweepGivesBackWhatAGoneHolderHeld(t *testing.T) {
 	// The holder's pod is force-deleted; a new agent boots and sweeps.
 	k.Kubectl(t, "delete", "pod", old, "--grace-period=0", "--force")
 	newAgent := k.platform(t, k.agentPod(t, "agent-new"), nil, nil)
-	maintain(t, newAgent)
-	eventually(t, 30*time.Second, "web given back by the new agent at boot", func() error {
+	tunneltest.Maintain(t, newAgent)
+	clustertest.Eventually(t, 30*time.Second, "web given back by the new agent at boot", func() error {
 		return k.snapshot(t, "web").sameAs(before)
 	})
 	k.eventuallyAnswered(t, "http://web/", "deployed")
@@ -67,9 +70,9 @@ func TestSweepGivesBackWhatAGoneHolderHeld(t *testing.T) {
 	if _, err := bystander.Serve(bg, k.run("run-3", "fresh", 8080)); err != nil {
 		t.Fatal(err)
 	}
-	bystander.forget("fresh", 0) // as if its agent hung: no more heartbeats
+	bystander.forget("fresh", portKey{}) // as if its agent hung: no more heartbeats
 	sweeper := k.platform(t, "agent-new", nil, func(o *Options) { o.Stale = 2 * time.Second })
-	eventually(t, 10*time.Second, "the stale created Service deleted", func() error {
+	clustertest.Eventually(t, 10*time.Second, "the stale created Service deleted", func() error {
 		sweeper.sweep(bg, false)
 		if _, err := k.admin.Services(k.Namespace).Get(bg, "fresh"); err == nil {
 			return fmt.Errorf("fresh still exists")

@@ -47,7 +47,9 @@ func drive(args []string) error {
 	fs.IntVar(&d.concurrent, "concurrent", 1000, "connections held at once")
 	fs.IntVar(&d.starts, "starts", 10, "runs of each session-start measurement")
 	fs.IntVar(&d.runs, "runs", 50, "concurrent runs on one agent")
+	fs.DurationVar(&d.udpFor, "udp-for", 10*time.Second, "time of each UDP throughput measurement")
 	fs.BoolVar(&d.parallel, "parallel", false, "measure the latency of the paths at the same time, and skip the throughput of OpenSSH → agent (for a profile with a long round trip)")
+	fs.BoolVar(&d.onlyPaths, "only-paths", false, "measure the paths only, not session start and runs")
 	fs.Parse(args)
 	for name, v := range map[string]string{"profile": d.profile, "work": d.work, "home": d.home, "plug": d.plug, "tool": d.tool,
 		"server-ip": d.serverIP, "server-cluster-ip": d.serverClusterIP, "laptop-ip": d.laptopIP, "node-ip": d.nodeIP, "ssh-key": d.sshKey} {
@@ -77,7 +79,8 @@ type driver struct {
 	sshKey                                              string
 	bytes                                               int64
 	rr, connects, concurrent, starts, runs              int
-	parallel                                            bool
+	udpFor                                              time.Duration
+	parallel, onlyPaths                                 bool
 
 	out      *csv.Writer
 	failures int
@@ -94,6 +97,9 @@ func (d *driver) run() error {
 		{"concurrent runs and agent memory", d.scale},
 		{"session start", d.sessionStart},
 		{"paths", d.paths},
+	}
+	if d.onlyPaths {
+		steps = steps[2:]
 	}
 	for _, s := range steps {
 		d.logf("%s", s.name)

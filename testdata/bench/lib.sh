@@ -50,11 +50,19 @@ build_tool() {
 }
 
 # bring_up_cluster starts the test cluster (a no-op when it is up; it
-# imports a changed plug image), then imports the bench tool's image.
+# imports a changed plug image), then imports the bench tool's image. With
+# PLUG_BENCH_IMAGE set, a cluster that is up is left as it is, and
+# dist/plug-image.tar is imported for the agent under that tag.
 bring_up_cluster() {
 	[ -f "$repo/dist/plug-image.tar" ] || die "no dist/plug-image.tar: run without --no-build, or ./build.sh image"
-	"$repo/testdata/cluster/up.sh"
+	if [ -n "${PLUG_BENCH_IMAGE:-}" ] && [ -f "$KUBE_ENV" ]; then
+		ctr -a "$CONTAINERD_SOCK" -n k8s.io images import "$repo/dist/plug-image.tar" >/dev/null ||
+			die "could not import dist/plug-image.tar into the cluster's containerd"
+	else
+		"$repo/testdata/cluster/up.sh"
+	fi
 	. "$KUBE_ENV"
+	PLUG_IMAGE=${PLUG_BENCH_IMAGE:-$PLUG_IMAGE}
 	export KUBECONFIG
 	KUBECTL=${KUBECTL:-kubectl}
 	sum=$(sha256sum "$CACHE/bench-image.tar" | cut -d' ' -f1)
@@ -98,12 +106,18 @@ make_laptop() {
 #          a veth pair with segmentation offloads off (so the loss is per
 #          wire packet), or, on a kernel without sch_netem, benchtool link
 #          carrying the packets between two TUN devices (link.go)
+#   wan100 the same with 50 ms each way
 #
-# WAN_LINK says which one the wan profile got.
+# WAN_LINK says which one the wan profiles got.
 link_up() {
 	ip link add "$LINK_HOST" type veth peer name "$LINK_LAPTOP" netns "$NETNS"
-	if [ "$1" = wan ]; then
-		netem="netem delay 10ms loss 0.1% limit 100000"
+	delay=
+	case $1 in
+	wan) delay=10ms ;;
+	wan100) delay=50ms ;;
+	esac
+	if [ -n "$delay" ]; then
+		netem="netem delay $delay loss 0.1% limit 100000"
 		# shellcheck disable=SC2086 # netem is words
 		if tc qdisc add dev "$LINK_HOST" root $netem 2>/dev/null; then
 			ip netns exec "$NETNS" tc qdisc add dev "$LINK_LAPTOP" root $netem
@@ -112,7 +126,7 @@ link_up() {
 			WAN_LINK="tc netem on a veth pair"
 		else
 			ip link del "$LINK_HOST"
-			tun_link
+			tun_link "$delay"
 			WAN_LINK="benchtool link between two TUN devices (this kernel has no sch_netem)"
 		fi
 	fi
@@ -124,10 +138,10 @@ link_up() {
 	ip -n "$NETNS" route add "$POD_RANGE" via "$HOST_IP"
 }
 
-# tun_link starts benchtool link with the wan profile's delay and loss,
-# and moves its laptop end into the laptop's namespace.
+# tun_link DELAY starts benchtool link with DELAY each way and the wan
+# profiles' loss, and moves its laptop end into the laptop's namespace.
 tun_link() {
-	"$TOOL" link -a "$LINK_HOST" -b "$LINK_LAPTOP" -delay 10ms -loss 0.1 >"$WORK/link.out" 2>"$WORK/link.log" &
+	"$TOOL" link -a "$LINK_HOST" -b "$LINK_LAPTOP" -delay "$1" -loss 0.1 >"$WORK/link.out" 2>"$WORK/link.log" &
 	LINK_PID=$!
 	for _ in $(seq 50); do
 		grep -q ready "$WORK/link.out" && break
@@ -222,6 +236,11 @@ deploy() {
 	sed -e "s|image: plug:dev|image: $PLUG_IMAGE|" -e "s|nodePort: 32222|nodePort: $NODEPORT|" \
 		-e "s|\$(HOST_IP):32222|\$(HOST_IP):$NODEPORT|" "$repo/deploy/plug-k8s.yaml" |
 		$KUBECTL -n "$KNS" apply -f - >/dev/null
+	# The bench's runs all use one key, where as many developers would each
+	# have their own: its agent takes more from one key than the default
+	# caps allow (16 runs, 32 names, 32 SSH connections).
+	$KUBECTL -n "$KNS" set env deployment/plug PLUG_MAX_RUNS_PER_KEY=64 \
+		PLUG_MAX_NAMES_PER_KEY=128 PLUG_MAX_CONNECTIONS_PER_KEY=128 >/dev/null
 	sed -e "s|BENCH_IMAGE|$BENCH_IMAGE|" -e "s|WORKLOAD_IMAGE|$WORKLOAD_IMAGE|" "$here/k8s.yaml" |
 		$KUBECTL -n "$KNS" apply -f - >/dev/null
 	$KUBECTL -n "$KNS" rollout status deployment/plug --timeout=120s >/dev/null
@@ -255,11 +274,15 @@ drive() {
 	# The wan profile measures its paths' latency at the same time (its
 	# round trips are the link's 20 ms, not work of the machine), 2,000
 	# round trips and 500 setups each in 10 turns: 10,000 would take 4 min.
-	bytes=1073741824 rr=10000 connects=1000 starts=10 runs=50 parallel=false
+	# The wan100 profile measures the paths only, with 400 round trips and
+	# 100 setups.
+	bytes=1073741824 rr=10000 connects=1000 starts=10 runs=50 parallel=false only_paths=false udp_for=10s
 	[ "$1" = wan ] && rr=2000 connects=500 parallel=true
+	[ "$1" = wan100 ] && rr=400 connects=100 parallel=true only_paths=true
 	if [ "$QUICK" = 1 ]; then
-		bytes=67108864 rr=2000 connects=200 starts=3 runs=20
+		bytes=67108864 rr=2000 connects=200 starts=3 runs=20 udp_for=3s
 		[ "$1" = wan ] && rr=300 connects=50
+		[ "$1" = wan100 ] && rr=100 connects=20
 	fi
 	"$TOOL" drive -profile "$1" -work "$OUT/logs" -netns "$NETNS" -home "$WORK/home" \
 		-plug "$PLUG" -tool "$TOOL" -kubectl "$KUBECTL" -ns "$KNS" \
@@ -267,7 +290,7 @@ drive() {
 		-laptop-ip "$LAPTOP_IP" -node-ip "$NODE_IP" \
 		-agent-port "$NODEPORT" -sshd-port "$SSHD_PORT" -ssh-forward-port "$SSH_FORWARD_PORT" -ssh-key "$WORK/id_ed25519" \
 		-bytes "$bytes" -rr "$rr" -connects "$connects" -concurrent 1000 \
-		-starts "$starts" -runs "$runs" -parallel="$parallel" >>"$CSV"
+		-starts "$starts" -runs "$runs" -udp-for "$udp_for" -parallel="$parallel" -only-paths="$only_paths" >>"$CSV"
 }
 
 # machine describes this machine for the results.

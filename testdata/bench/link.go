@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -52,14 +50,7 @@ func link(args []string) error {
 		go func() { errs <- l.receive(dir.from) }()
 		go func() { errs <- l.send() }()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case err := <-errs:
-		return err
-	case <-sig:
-		return nil
-	}
+	return untilSignal(errs)
 }
 
 // TUN constants of linux/if_tun.h absent from package syscall.

@@ -3,9 +3,10 @@
 // "laptop" side, measures any path to such a server, and drives a whole
 // benchmark profile. run.sh (./build.sh bench) is its user.
 //
-//	benchtool serve ADDR...        answer the bench protocol (wire.go) on each ADDR
+//	benchtool serve ADDR...        answer the bench protocol (wire.go) and a UDP echo on each ADDR
 //	benchtool idle                 sleep until signalled (a pod to exec into)
 //	benchtool suite -addr A        measure one path: throughput, latency, setup, concurrency
+//	benchtool udp -addr A          measure one UDP path to an echo: round trips, throughput, loss
 //	benchtool mark -listen A       HTTP server telling when the first poll reached it
 //	benchtool poll -svc NAME       (in a pod) poll a Service until the local process answers
 //	benchtool load -targets A,B    (in a pod) request/response load over many targets
@@ -20,7 +21,7 @@ import (
 	"os"
 )
 
-const usage = `usage: benchtool serve|idle|suite|mark|poll|load|link|drive|footprint|report [flags]
+const usage = `usage: benchtool serve|idle|suite|udp|mark|poll|load|link|drive|footprint|report [flags]
 (benchtool CMD -h shows the flags of CMD)`
 
 func main() {
@@ -31,6 +32,7 @@ func main() {
 		"serve":     serve,
 		"idle":      idle,
 		"suite":     suite,
+		"udp":       udpSuite,
 		"mark":      mark,
 		"poll":      poll,
 		"load":      load,

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -42,15 +39,8 @@ func mark(args []string) error {
 	})
 	errs := make(chan error, 1)
 	go func() { errs <- http.Serve(l, h) }()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case err := <-errs:
-		if errors.Is(err, net.ErrClosed) {
-			return nil
-		}
+	if err := untilSignal(errs); !errors.Is(err, net.ErrClosed) {
 		return err
-	case <-sig:
-		return nil
 	}
+	return nil
 }

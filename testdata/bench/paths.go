@@ -16,6 +16,7 @@ type path struct {
 	name  string // e.g. "consume/plug"
 	addr  string // what the client dials
 	where string // "laptop", "plug -c" or "pod"
+	udp   bool   // a UDP echo, measured by benchtool udp (else benchtool suite)
 }
 
 // paths measures every path: throughput and concurrency one path after
@@ -26,6 +27,13 @@ type path struct {
 //	               (beside the agent's NodePort): OpenSSH at both ends
 //	openssh-agent  the same ssh -L / -R through the plug agent
 //	plug           plug -c (the name benchsrv), plug -s (the name benchup)
+//
+// and UDP, to the UDP echo on the same ports:
+//
+//	udp-raw        laptop → pod IP; pod → laptop IP: no tunnel
+//	udp-plug       plug -c (benchsrv's UDP port), plug -s …/udp (the name benchudp)
+//
+// UDP that does not start is a failed measurement; TCP goes on without it.
 func (d *driver) paths() error {
 	procs, err := d.startPaths()
 	defer func() {
@@ -36,16 +44,24 @@ func (d *driver) paths() error {
 	if err != nil {
 		return err
 	}
+	udpProcs, err := d.startUDP()
+	procs = append(procs, udpProcs...)
+	var udp []path
+	if err != nil {
+		d.fail("udp", err)
+	} else {
+		udp = d.udpPaths()
+	}
 	clusterPort := strconv.Itoa(serverPort)
 	all := []path{
-		{"consume/raw", d.serverIP + ":" + clusterPort, "laptop"},
-		{"consume/openssh", "127.0.0.1:" + strconv.Itoa(sshLocalPort), "laptop"},
-		{"consume/openssh-agent", "127.0.0.1:" + strconv.Itoa(sshAgentPort), "laptop"},
-		{"consume/plug", "benchsrv:" + clusterPort, "plug -c"},
-		{"serve/raw", d.laptopIP + ":" + strconv.Itoa(laptopPort), "pod"},
-		{"serve/openssh", d.nodeIP + ":" + strconv.Itoa(d.sshForwardPort), "pod"},
-		{"serve/openssh-agent", "benchssh:" + clusterPort, "pod"},
-		{"serve/plug", "benchup:" + clusterPort, "pod"},
+		{"consume/raw", d.serverIP + ":" + clusterPort, "laptop", false},
+		{"consume/openssh", "127.0.0.1:" + strconv.Itoa(sshLocalPort), "laptop", false},
+		{"consume/openssh-agent", "127.0.0.1:" + strconv.Itoa(sshAgentPort), "laptop", false},
+		{"consume/plug", "benchsrv:" + clusterPort, "plug -c", false},
+		{"serve/raw", d.laptopIP + ":" + strconv.Itoa(laptopPort), "pod", false},
+		{"serve/openssh", d.nodeIP + ":" + strconv.Itoa(d.sshForwardPort), "pod", false},
+		{"serve/openssh-agent", "benchssh:" + clusterPort, "pod", false},
+		{"serve/plug", "benchup:" + clusterPort, "pod", false},
 	}
 	for _, p := range all {
 		bytes := d.bytes
@@ -72,8 +88,54 @@ func (d *driver) paths() error {
 			d.row(p.name, metric, values[0])
 		}
 	}
-	d.latency(all)
+	for _, p := range udp {
+		d.logf("path %s: throughput", p.name)
+		out, err := d.runSuite(p, "-rr", "0", "-for", d.udpFor.String())
+		if err != nil {
+			d.fail(p.name, err)
+			continue
+		}
+		for metric, values := range out {
+			d.row(p.name, metric, values[0])
+		}
+	}
+	d.latency(append(all, udp...))
 	return nil
+}
+
+// The laptop's UDP echo is its bench server's port; the cluster's is
+// benchsrv's, whose Service has a UDP port beside the TCP one.
+func (d *driver) udpPaths() []path {
+	clusterPort := strconv.Itoa(serverPort)
+	return []path{
+		{"consume/udp-raw", d.serverIP + ":" + clusterPort, "laptop", true},
+		{"consume/udp-plug", "benchsrv:" + clusterPort, "plug -c", true},
+		{"serve/udp-raw", d.laptopIP + ":" + strconv.Itoa(laptopPort), "pod", true},
+		{"serve/udp-plug", "benchudp:" + clusterPort, "pod", true},
+	}
+}
+
+// startUDP starts the run that serves the name benchudp's UDP port with
+// the laptop's UDP echo, a run of its own beside the TCP one, and waits
+// until every UDP path is echoed.
+func (d *driver) startUDP() ([]*background, error) {
+	b, err := d.start("plug-serve-udp", d.laptop(d.plug, "-p", "bench", "-s", fmt.Sprintf("benchudp:%d:%d/udp", serverPort, laptopPort), "--", d.tool, "idle"))
+	if err != nil {
+		return nil, err
+	}
+	procs := []*background{b}
+	for _, p := range d.udpPaths() {
+		if err := eventually(60*time.Second, p.name+" echoes", func() error {
+			if b.exited() {
+				return fmt.Errorf("%s ended (see %s-%s.log)", b.name, d.profile, b.name)
+			}
+			_, err := d.runSuite(p, "-rr", "1", "-for", "0")
+			return err
+		}); err != nil {
+			return procs, err
+		}
+	}
+	return procs, nil
 }
 
 // startPaths starts what the tunnelled paths need and waits until each
@@ -147,14 +209,23 @@ const latencyRounds = 10
 // all of a path's samples. With -parallel (a profile whose round trips
 // are the link's delay, not the machine's work) the paths of a turn are
 // measured at the same time.
+//
+// A UDP path has round trips only (of single datagrams), and the number of
+// those that got no echo (rr_lost).
 func (d *driver) latency(all []path) {
 	rtts := map[string][]time.Duration{}
 	setups := map[string][]time.Duration{}
+	lost := map[string]float64{}
 	failed := map[string]bool{}
 	var mu sync.Mutex
 	measure := func(p path) {
-		out, err := d.runSuite(p, "-samples", "-bytes", "0", "-concurrent", "0",
-			"-rr", strconv.Itoa(max(1, d.rr/latencyRounds)), "-connects", strconv.Itoa(max(1, d.connects/latencyRounds)))
+		args := []string{"-samples", "-rr", strconv.Itoa(max(1, d.rr/latencyRounds))}
+		if p.udp {
+			args = append(args, "-for", "0")
+		} else {
+			args = append(args, "-bytes", "0", "-concurrent", "0", "-connects", strconv.Itoa(max(1, d.connects/latencyRounds)))
+		}
+		out, err := d.runSuite(p, args...)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -164,6 +235,10 @@ func (d *driver) latency(all []path) {
 		}
 		rtts[p.name] = append(rtts[p.name], durations(out["rr_us"])...)
 		setups[p.name] = append(setups[p.name], durations(out["conn_us"])...)
+		for _, v := range out["rr_lost"] {
+			n, _ := strconv.ParseFloat(v, 64)
+			lost[p.name] += n
+		}
 	}
 	for round := range latencyRounds {
 		d.logf("latency, round %d of %d", round+1, latencyRounds)
@@ -188,6 +263,10 @@ func (d *driver) latency(all []path) {
 		d.rowf(p.name, "rr_p50_us", micros(percentile(rtts[p.name], 50)))
 		d.rowf(p.name, "rr_p99_us", micros(percentile(rtts[p.name], 99)))
 		d.rowf(p.name, "rr_n", float64(len(rtts[p.name])))
+		if p.udp {
+			d.rowf(p.name, "rr_lost", lost[p.name])
+			continue
+		}
 		d.rowf(p.name, "conn_p50_us", micros(percentile(setups[p.name], 50)))
 		d.rowf(p.name, "conn_p99_us", micros(percentile(setups[p.name], 99)))
 		d.rowf(p.name, "conn_n", float64(len(setups[p.name])))
@@ -208,7 +287,11 @@ func durations(values []string) []time.Duration {
 // runSuite runs the suite on one path with args and returns its results,
 // each metric with its values in order.
 func (d *driver) runSuite(p path, args ...string) (map[string][]string, error) {
-	args = append([]string{"suite", "-addr", p.addr}, args...)
+	tool := "suite"
+	if p.udp {
+		tool = "udp"
+	}
+	args = append([]string{tool, "-addr", p.addr}, args...)
 	var cmd *exec.Cmd
 	switch p.where {
 	case "laptop":

@@ -10,6 +10,8 @@
 #   wan    20 ms round trip (10 ms each way) and 0.1 % packet loss each way,
 #          by tc netem, or where the kernel has no sch_netem by a small
 #          user-space link (benchtool link, two TUN devices)
+#   wan100 100 ms round trip (50 ms each way) and 0.1 % loss, the same way;
+#          only the paths (throughput, latency, setup, concurrency)
 #
 # Writes testdata/bench/out/bench.csv and out/RESULTS.md (the table, the
 # machine, the command; a full run without failures copies it to
@@ -21,6 +23,10 @@
 #
 #   --quick      64 MiB transfers and fewer iterations, for a run in minutes
 #   --no-build   use dist/ and the bench tool as they are
+#
+# PLUG_BENCH_IMAGE names the agent's image (default: the cluster's,
+# plug:dev); with it set, dist/plug-image.tar must hold that tag
+# (PLUG_IMAGE_TAGS=... ./build.sh image) and is imported as it.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +44,7 @@ done
 [ "$(id -u)" = 0 ] || die "run as root: it creates a network namespace and its link"
 
 started=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 rm -rf "$OUT/logs"
 mkdir -p "$OUT/logs" "$CACHE"
 WORK=$(mktemp -d /tmp/plugbench.XXXXXX)
@@ -57,7 +64,7 @@ deploy
 
 CSV=$OUT/bench.csv
 echo "profile,path,metric,value" >"$CSV"
-for profile in none wan; do
+for profile in none wan wan100; do
 	link_up "$profile"
 	[ -n "${PLUG:-}" ] || laptop_profile
 	say "profile $profile: measuring"
@@ -68,7 +75,7 @@ say "footprint"
 "$TOOL" footprint -dist "$repo/dist" -module "$repo" >>"$CSV"
 
 "$TOOL" report -csv "$CSV" -machine "$(machine)" -wan "$WAN_LINK" -command "./build.sh bench$(args_shown "$@")" \
-	-took "$(($(date +%s) - started))" >"$OUT/RESULTS.md"
+	-took "$(($(date +%s) - started))" -load "$load_start; at the end $(cut -d' ' -f1-3 /proc/loadavg)" >"$OUT/RESULTS.md"
 cat "$OUT/RESULTS.md"
 # A full run that measured everything is the one the README shows.
 if [ "$QUICK" = 0 ] && [ -z "${FAILED:-}" ]; then

@@ -36,29 +36,42 @@ const bulkBuffer = 256 << 10
 // maxEcho bounds the message size of an echo connection.
 const maxEcho = 1 << 20
 
-// serve answers the bench protocol on every address given until signalled.
+// serve answers the bench protocol on every address given, and echoes
+// every UDP datagram to the same address back to its sender, until
+// signalled.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	fs.Parse(args)
 	if fs.NArg() == 0 {
 		return errors.New("give at least one address to listen on, e.g. :9000")
 	}
-	errs := make(chan error, fs.NArg())
+	errs := make(chan error, 2*fs.NArg())
 	for _, addr := range fs.Args() {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return err
 		}
 		go func() { errs <- acceptLoop(l) }()
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return err
+		}
+		go func() { errs <- echoLoop(pc) }()
 	}
-	log.Printf("serving the bench protocol on %v", fs.Args())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case err := <-errs:
-		return err
-	case <-sig:
-		return nil
+	log.Printf("serving the bench protocol and a UDP echo on %v", fs.Args())
+	return untilSignal(errs)
+}
+
+// echoLoop sends every datagram pc receives back to its sender.
+func echoLoop(pc net.PacketConn) error {
+	bigBuffers(pc)
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return err
+		}
+		pc.WriteTo(buf[:n], from)
 	}
 }
 
@@ -164,9 +177,17 @@ func sendZeros(w io.Writer, n int64) error {
 }
 
 // idle waits for a signal: the process of a pod that tests exec into.
-func idle(args []string) error {
+func idle(args []string) error { return untilSignal(nil) }
+
+// untilSignal waits for SIGINT or SIGTERM and returns nil, or for an error
+// from errs, which it returns.
+func untilSignal(errs <-chan error) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	<-sig
-	return nil
+	select {
+	case err := <-errs:
+		return err
+	case <-sig:
+		return nil
+	}
 }

@@ -39,14 +39,63 @@ remove_pods() {
 	"$KUBE" cri-clean -endpoint "unix://$CONTAINERD_SOCK" || say "some pods could not be removed (above)"
 }
 
+# unmount_all unmounts what the cluster mounted: each mount under
+# MOUNT_PREFIXES that up.sh did not find, but of the network namespaces only
+# the pods' (cni-*). Others' namespaces stay mounted, and so does NETNS_DIR
+# while they are in it. A mount hidden under another can be reached once
+# the one above it is gone: hence rounds, until one unmounts nothing.
 unmount_all() {
-	for m in $(our_mounts | sort -r); do
-		umount "$m" 2>/dev/null || umount -l "$m" || say "cannot unmount $m"
+	while :; do
+		progress=false
+		for m in $(unmountable); do
+			if [ "$m" = "$NETNS_DIR" ]; then
+				umount "$m" 2>/dev/null && progress=true
+			else
+				{ umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; } && progress=true
+			fi
+		done
+		$progress || break
+	done
+	for m in $(unmountable); do
+		if [ "$m" = "$NETNS_DIR" ]; then
+			say "$NETNS_DIR stays a mount point: network namespaces the cluster did not make are in it ($(ip netns list 2>/dev/null | awk '$1 !~ /^cni-/ { print $1 }' | paste -sd' ' -))"
+		else
+			say "cannot unmount $m"
+		fi
 	done
 }
 
+# unmountable prints, deepest first, the mounts unmount_all is to unmount.
+unmountable() {
+	our_mounts | sort -r | while read -r m; do
+		case $m in
+		"$NETNS_DIR"/cni-*) ;;
+		"$NETNS_DIR"/*) continue ;;
+		esac
+		[ -f "$SNAPSHOT/mounts" ] && awk -v m="$m" '$1 == m { found = 1 } END { exit !found }' "$SNAPSHOT/mounts" && continue
+		echo "$m"
+	done
+}
+
+# remove_shim_leftovers removes what the shims of the cluster's containerd
+# leave behind in /run/containerd (which every containerd on the machine
+# shares, Docker's too) when they were killed before they could clean up:
+# their sockets in /run/containerd/s, each named by the hash of
+# containerd's socket, the namespace and the sandbox, and runc's state of
+# each container. It must run before RUN, which holds the bundles naming
+# them, is removed.
+remove_shim_leftovers() {
+	for bundle in "$RUN"/containerd/io.containerd.runtime.v2.task/k8s.io/*; do
+		[ -d "$bundle" ] || continue
+		id=${bundle##*/}
+		rm -f "/run/containerd/s/$(printf '%s' "$CONTAINERD_SOCK/k8s.io/$id" | sha256sum | cut -d' ' -f1)"
+		rm -rf "/run/containerd/runc/k8s.io/$id"
+	done
+	rmdir /run/containerd/runc/k8s.io /run/containerd/runc 2>/dev/null || true
+}
+
 remove_netns() {
-	for ns in $(ip netns list | awk '$1 ~ /^cni-/ { print $1 }'); do
+	for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ { print $1 }'); do
 		ip netns delete "$ns" || true
 	done
 }
@@ -67,20 +116,7 @@ remove_iptables() {
 	tool=$1
 	family=ip
 	[ "$tool" = iptables ] || family=ip6
-	"$tool-save" | awk '
-	/^\*/ { table = $0; n = 0; out = ""; next }
-	/^:(CNI|KUBE)-/ { chains[++n] = substr($1, 2); next }
-	/^-A / {
-		if ($2 !~ /^(CNI|KUBE)-/ && $0 ~ / -[jg] (CNI|KUBE)-/) { sub(/^-A /, "-D "); out = out $0 "\n" }
-		next
-	}
-	/^COMMIT/ {
-		if (out == "" && n == 0) next
-		print table; printf "%s", out
-		for (i = 1; i <= n; i++) print "-F " chains[i]
-		for (i = 1; i <= n; i++) print "-X " chains[i]
-		print "COMMIT"
-	}' | "$tool-restore" --noflush
+	"$tool-save" | undo_chains '(CNI|KUBE)-' | "$tool-restore" --noflush
 	"$tool-save" | awk '
 	/^\*/ { table = substr($1, 2); used = 0; next }
 	/^:/ { if ($1 !~ /^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING)$/ || $2 != "ACCEPT") used = 1; next }
@@ -133,6 +169,7 @@ left=$(our_processes)
 [ -z "$left" ] || die "still running: $left"
 
 unmount_all
+remove_shim_leftovers
 remove_netns
 remove_links
 remove_nft_tables

@@ -13,23 +13,6 @@ import (
 	"plug/tunnel/clustertest"
 )
 
-// eventually polls check every quarter second until it succeeds, failing
-// the test with check's last error after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %v: %v", what, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // waitReady waits until every named pod of the test's namespace is Ready.
 func waitReady(t *testing.T, k *clustertest.Kube, pods ...string) {
 	t.Helper()

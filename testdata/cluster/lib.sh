@@ -51,6 +51,10 @@ net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
 net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
 net.netfilter.nf_conntrack_tcp_timeout_close_wait"
 
+# Where network namespaces are mounted, by containerd for each pod and by
+# `ip netns` for everyone else (/var/run is /run).
+NETNS_DIR=/run/netns
+
 # Directories the kubelet and containerd create outside STATE and RUN
 # whatever they are told; down.sh removes those that did not exist before.
 FOREIGN_DIRS="/var/lib/kubelet /var/lib/cni /var/run/netns /run/containerd /etc/cni"
@@ -71,6 +75,9 @@ die() {
 	exit 1
 }
 
+# wait_for, undo_chains
+. "$(cd "$(dirname "$0")/.." && pwd)/harness.sh"
+
 need_root() {
 	[ "$(id -u)" = 0 ] || die "must run as root (it creates interfaces, rules and mounts)"
 }
@@ -85,13 +92,15 @@ pid_of() {
 # start NAME CMD... runs CMD detached in a process group of its own,
 # logging to LOGS/NAME.log, and starts it again whenever it exits (as the
 # kubelet restarts static pods: a component may exit while the apiserver
-# is still coming up).
+# is still coming up). It keeps none of the caller's other open files: a
+# lock the caller holds (flock LOCK up.sh) must not be held by the cluster
+# for as long as it runs.
 start() {
 	name=$1
 	shift
 	mkdir -p "$LOGS" "$RUN"
 	setsid sh -c 'while :; do "$@"; echo "exited ($?); restarting in 1s" >&2; sleep 1; done' \
-		"$name" "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
+		"$name" "$@" >"$LOGS/$name.log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	echo $! >"$RUN/$name.pid"
 }
 
@@ -122,17 +131,6 @@ stop() {
 # have not exited (zombies waiting for init to reap them do not count).
 live_members() {
 	cat /proc/[0-9]*/stat 2>/dev/null | awk -v groups=" $* " '$3 != "Z" && index(groups, " " $5 " ") { print $1 }'
-}
-
-# wait_for SECONDS WHAT CMD... polls CMD every 0.25 s until it succeeds.
-wait_for() {
-	limit=$1 what=$2
-	shift 2
-	deadline=$(($(date +%s) + limit))
-	until "$@" >/dev/null 2>&1; do
-		[ "$(date +%s)" -lt "$deadline" ] || die "$what: not ready after ${limit}s (logs in $LOGS)"
-		sleep 0.25
-	done
 }
 
 kubectl_admin() {

@@ -24,15 +24,22 @@ snapshot() {
 	for d in $FOREIGN_DIRS; do
 		[ ! -e "$d" ] || echo "$d"
 	done >"$1/dirs"
-	our_mounts >"$1/mounts"
+	mount_table >"$1/mounts"
 	find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -type d | sort >"$1/cgroups"
 }
 
-our_mounts() {
-	findmnt -rn -o TARGET | while read -r m; do
+# our_mounts prints the mount points under MOUNT_PREFIXES, one line per
+# mount: a mount point with another stacked on it is printed twice.
+our_mounts() { mount_table | cut -d' ' -f1; }
+
+# mount_table prints each mount under MOUNT_PREFIXES with its propagation
+# (shared, private...): a bind mount of /run/netns onto itself that hides
+# the pods' namespace mounts shows as a second line for it.
+mount_table() {
+	findmnt -rn -o TARGET,PROPAGATION | while read -r m prop; do
 		for p in $MOUNT_PREFIXES; do
 			case $m/ in "$p"*)
-				echo "$m"
+				echo "$m $prop"
 				break
 				;;
 			esac

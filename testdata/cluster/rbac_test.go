@@ -57,7 +57,7 @@ subjects:
 	}
 
 	configmaps := "/api/v1/namespaces/" + k.Namespace + "/configmaps"
-	eventually(t, 10*time.Second, "the Role grants list", func() error {
+	clustertest.Eventually(t, 10*time.Second, "the Role grants list", func() error {
 		if code, body := call("GET", configmaps, ""); code != http.StatusOK {
 			return fmt.Errorf("GET %s: %d %s", configmaps, code, body)
 		}

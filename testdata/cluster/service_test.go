@@ -35,7 +35,7 @@ spec:
 		"http://web." + k.Namespace + ".svc.cluster.local/",
 		"http://" + clusterIP + "/",
 	} {
-		eventually(t, 30*time.Second, "GET "+url+" from a pod", func() error {
+		clustertest.Eventually(t, 30*time.Second, "GET "+url+" from a pod", func() error {
 			got, err := get(k, "client", 3, url)
 			if err != nil {
 				return err
@@ -65,14 +65,14 @@ endpoints:
 ports:
 - {name: "", port: 8080, protocol: TCP}
 `, ipB))
-	eventually(t, 10*time.Second, "only the hand-written slice is left", func() error {
+	clustertest.Eventually(t, 10*time.Second, "only the hand-written slice is left", func() error {
 		names := k.Kubectl(t, "get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "jsonpath={.items[*].metadata.name}")
 		if names != "web-by-hand" {
 			return fmt.Errorf("the Service's slices are %q", names)
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "kube-proxy follows the hand-written slice", func() error {
+	clustertest.Eventually(t, 30*time.Second, "kube-proxy follows the hand-written slice", func() error {
 		got, err := get(k, "client", 1, "http://web/")
 		if err != nil {
 			return err

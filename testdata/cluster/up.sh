@@ -12,7 +12,8 @@
 #
 # It installs the Debian packages it needs, builds what changed (build.sh),
 # records the machine's network state, puts a guard on the uplink, creates
-# the node's dummy interface plug0, starts etcd, containerd, the control
+# the node's dummy interface plug0, makes /run/netns a shared mount point
+# (as `ip netns` would) unless it is one, starts etcd, containerd, the control
 # plane, the kubelet and kube-proxy, imports the images (plug:dev from
 # dist/plug-image.tar when `./build.sh image` made it) and waits until the
 # node is Ready and CoreDNS answers. When the cluster is up already it only
@@ -22,7 +23,8 @@ set -eu
 . "$HERE/machine.sh"
 . "$HERE/config.sh"
 
-PACKAGES="containerd runc containernetworking-plugins conntrack nftables iptables ipset ethtool socat iproute2 util-linux"
+# python3-dotenv: the tests of --env-file read the file with a standard dotenv parser.
+PACKAGES="containerd runc containernetworking-plugins conntrack nftables iptables ipset ethtool socat iproute2 util-linux python3-dotenv"
 
 install_packages() {
 	missing=
@@ -92,6 +94,20 @@ add_node_link() {
 	ip addr add "$NODE_NET" dev "$NODE_LINK"
 	ip link set "$NODE_LINK" up
 	ip route add "$SERVICE_CIDR" dev "$NODE_LINK" src "$NODE_IP"
+}
+
+# share_netns_dir makes NETNS_DIR a mount point of its own, with shared
+# propagation, before the first pod, as `ip netns add` does when it finds it
+# is not one. Otherwise the first `ip netns add` after the pods (a benchmark's
+# laptop, say) bind-mounts the directory onto itself, hiding the pods'
+# namespace mounts made before: the runtime then can neither unmount nor
+# unlink them, and a pod's deletion never ends. A mount point that was there
+# before is left as it is: later mounts go into it either way.
+share_netns_dir() {
+	mkdir -p "$NETNS_DIR"
+	mountpoint -q "$NETNS_DIR" && return 0
+	mount --bind "$NETNS_DIR" "$NETNS_DIR"
+	mount --make-shared "$NETNS_DIR"
 }
 
 # start_components starts the node and the apiserver; each waits for what
@@ -239,17 +255,18 @@ add_node_link
 "$KUBE" pki -dir "$PKI" -node-name "$NODE_NAME" -node-ip "$NODE_IP" -service-ip "$API_SERVICE_IP"
 write_configs
 rm -rf "$STATE/etcd"
+share_netns_dir
 start_components
 say "started"
 
-wait_for 60 containerd ctr -a "$CONTAINERD_SOCK" version
+wait_for 60 "containerd (logs in $LOGS)" ctr -a "$CONTAINERD_SOCK" version
 import_images
-wait_for 60 kube-apiserver kubectl_admin get --raw /readyz
+wait_for 60 "kube-apiserver (logs in $LOGS)" kubectl_admin get --raw /readyz
 say "apiserver ready"
 start_controllers
 kubectl_admin apply -f "$HERE/manifests/coredns.yaml" >/dev/null
-wait_for 60 "node $NODE_NAME Ready" node_ready
+wait_for 60 "node $NODE_NAME Ready (logs in $LOGS)" node_ready
 say "node Ready"
-wait_for 60 "CoreDNS" coredns_answers
+wait_for 60 "CoreDNS (logs in $LOGS)" coredns_answers
 write_env
 say "CoreDNS answers; cluster up (env in $ENV_DIR/kube.env)"

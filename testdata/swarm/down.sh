@@ -96,22 +96,7 @@ remove_links() {
 clean_iptables() {
 	t=$1
 	command -v $t-save >/dev/null || return 0
-	$t-save | awk '
-	/^\*/ { table = $0; n = 0; out = ""; next }
-	/^:/ { c = substr($1, 2); if (c ~ /^DOCKER/) chains[++n] = c; next }
-	/^-A / {
-		if ($2 !~ /^DOCKER/ && ($0 ~ /-[jg] DOCKER/ || $0 ~ /docker0|docker_gwbridge|br-[0-9a-f]+|198\.19\./)) {
-			sub(/^-A /, "-D "); out = out $0 "\n"
-		}
-		next
-	}
-	/^COMMIT/ {
-		if (out == "" && n == 0) next
-		print table; printf "%s", out
-		for (i = 1; i <= n; i++) print "-F " chains[i]
-		for (i = 1; i <= n; i++) print "-X " chains[i]
-		print "COMMIT"
-	}' >"$STATE/$t.undo"
+	$t-save | undo_chains DOCKER 'docker0|docker_gwbridge|br-[0-9a-f]+|198[.]19[.]' >"$STATE/$t.undo"
 	[ ! -s "$STATE/$t.undo" ] || $t-restore --noflush <"$STATE/$t.undo"
 
 	before=$STATE/before/$t

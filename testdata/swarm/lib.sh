@@ -30,6 +30,9 @@ die() {
 	exit 1
 }
 
+# wait_for, undo_chains
+. "$(cd "$(dirname "$0")/.." && pwd)/harness.sh"
+
 # running PID succeeds when process PID runs (a zombie does not).
 running() {
 	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ -n "$state" ] && [ "$state" != Z ]

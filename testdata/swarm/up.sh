@@ -105,28 +105,20 @@ EOF
 EOF
 }
 
-# wait_for SECONDS WHAT CMD... polls CMD until it succeeds.
-wait_for() {
-	limit=$1 what=$2
-	shift 2
-	deadline=$(($(date +%s) + limit))
-	until "$@" >/dev/null 2>&1; do
-		[ "$(date +%s)" -lt "$deadline" ] || die "$what not ready after ${limit}s"
-		sleep 0.1
-	done
-}
-
+# start_daemons starts containerd and dockerd unless they run, detached and
+# without the caller's other open files (a lock it holds must not be held
+# by the daemons for as long as they run).
 start_daemons() {
 	# Our own containerd: dockerd would otherwise share the one the Kubernetes
 	# harness runs on /run/containerd/containerd.sock.
 	if ! alive "$STATE/containerd.pid"; then
 		rm -f "$CONTAINERD_SOCK" # left by a containerd that was killed
-		setsid containerd --config "$CONF/containerd.toml" >"$STATE/containerd.log" 2>&1 </dev/null &
+		setsid containerd --config "$CONF/containerd.toml" >"$STATE/containerd.log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 		echo $! >"$STATE/containerd.pid"
 	fi
 	wait_for 30 "containerd (see $STATE/containerd.log)" ctr --address "$CONTAINERD_SOCK" version
 	if ! alive "$STATE/dockerd.pid"; then
-		setsid dockerd --config-file "$CONF/daemon.json" >"$STATE/dockerd.log" 2>&1 </dev/null &
+		setsid dockerd --config-file "$CONF/daemon.json" >"$STATE/dockerd.log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	fi
 	wait_for 30 "dockerd (see $STATE/dockerd.log)" $DOCKER version
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,9 +17,8 @@ func get(args []string) error {
 	fs := flag.NewFlagSet("get", flag.ExitOnError)
 	n := fs.Int("n", 1, "number of requests")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit of each request")
-	fs.Parse(args)
-	if fs.NArg() != 1 {
-		return errors.New("give exactly one URL, e.g. http://name:8080/")
+	if err := parseArgs(fs, args, 1, "give exactly one URL, e.g. http://name:8080/"); err != nil {
+		return err
 	}
 	return getEach(os.Stdout, fs.Arg(0), *n, *timeout)
 }

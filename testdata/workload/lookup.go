@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -16,9 +15,8 @@ func lookup(args []string) error {
 	fs := flag.NewFlagSet("lookup", flag.ExitOnError)
 	server := fs.String("server", "", "DNS server to ask, HOST:PORT (default: from /etc/resolv.conf)")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit of the lookup")
-	fs.Parse(args)
-	if fs.NArg() != 1 {
-		return errors.New("give exactly one name, e.g. kubernetes.default")
+	if err := parseArgs(fs, args, 1, "give exactly one name, e.g. kubernetes.default"); err != nil {
+		return err
 	}
 	r := net.DefaultResolver
 	if *server != "" {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"time"
 )
 
-// serve answers HTTP on every address given. GET / returns the workload's
+// serve answers HTTP/1.1 and HTTP/2 with prior knowledge (h2c) on every
+// address given; a call framed as gRPC is echoed (grpcEcho), and a
+// connection that does not start like HTTP is answered "NAME not HTTP". GET / returns the workload's
 // name (with -upstream, followed by what a GET of that URL answered, so a
 // two-service app shows who answers its backend's name); GET /log returns one line per request seen so far ("REMOTE PATH"),
 // not counting requests for /log and /whoami, so a test can prove a process
@@ -26,11 +29,20 @@ func serve(args []string) error {
 		return errors.New("give at least one address to listen on, e.g. :8080")
 	}
 	mux := handler(*name, *upstream, &requestLog{})
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: &protocols}
 	errs := make(chan error, fs.NArg())
 	for _, addr := range fs.Args() {
 		go func() {
 			log.Printf("%s serving on %s", *name, addr)
-			errs <- http.ListenAndServe(addr, mux)
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			errs <- srv.Serve(newNotHTTPListener(l, *name))
 		}()
 	}
 	return <-errs
@@ -48,6 +60,10 @@ func handler(name, upstream string, seen *requestLog) http.Handler {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		seen.add(r.RemoteAddr + " " + r.URL.Path)
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			grpcEcho(name, w, r)
+			return
+		}
 		if upstream == "" {
 			fmt.Fprintln(w, name)
 			return

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"io"
 	"net"
@@ -14,9 +13,8 @@ import (
 func tcp(args []string) error {
 	fs := flag.NewFlagSet("tcp", flag.ExitOnError)
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit of the connect")
-	fs.Parse(args)
-	if fs.NArg() != 1 {
-		return errors.New("give exactly one address, e.g. name:2222")
+	if err := parseArgs(fs, args, 1, "give exactly one address, e.g. name:2222"); err != nil {
+		return err
 	}
 	conn, err := net.DialTimeout("tcp", fs.Arg(0), *timeout)
 	if err != nil {

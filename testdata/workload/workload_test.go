@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -96,5 +97,73 @@ func TestServeWithUpstreamShowsWhoAnswersIt(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "web -> error: ") {
 		t.Fatalf("with its upstream gone, web answered %q, want the error", out.String())
+	}
+}
+
+func TestEnvPrintsEveryVariable(t *testing.T) {
+	t.Setenv("WORKLOAD_TEST_VALUE", "two\nlines")
+	var lines, nul strings.Builder
+	if err := printEnv(&lines, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := printEnv(&nul, []string{"-0"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lines.String(), "\nWORKLOAD_TEST_VALUE=two\nlines\n") && !strings.HasPrefix(lines.String(), "WORKLOAD_TEST_VALUE=two\nlines\n") {
+		t.Errorf("env does not print the variable:\n%s", lines.String())
+	}
+	found := false
+	for _, kv := range strings.Split(nul.String(), "\x00") {
+		found = found || kv == "WORKLOAD_TEST_VALUE=two\nlines"
+	}
+	if !found || !strings.HasSuffix(nul.String(), "\x00") {
+		t.Errorf("env -0 does not end each variable with NUL: %q", nul.String())
+	}
+}
+
+// call's two streams each report every request: on "new" each on a
+// connection of its own, on "keep" all on one; a request that fails is a
+// line saying so.
+func TestCallReportsEachRequestOfBothStreams(t *testing.T) {
+	var served atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) > 20 {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "web-1")
+	}))
+	defer srv.Close()
+	var out strings.Builder
+	lw := &lineWriter{w: &out}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	kept := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	done := make(chan struct{})
+	go func() { callEvery(ctx, lw, "keep", kept, srv.URL, 10*time.Millisecond); close(done) }()
+	callEvery(ctx, lw, "new", fresh, srv.URL, 10*time.Millisecond)
+	<-done
+	ports := map[string]map[string]bool{"new": {}, "keep": {}}
+	fails := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			t.Fatalf("line %q", line)
+		}
+		if f[2] == "fail" {
+			fails[f[1]]++
+			continue
+		}
+		if f[3] != "web-1" || !strings.HasPrefix(f[4], "conn=") {
+			t.Fatalf("line %q", line)
+		}
+		ports[f[1]][f[4]] = true
+	}
+	if len(ports["keep"]) != 1 || len(ports["new"]) < 5 {
+		t.Errorf("connections: keep %d, new %d; want 1 and one per request", len(ports["keep"]), len(ports["new"]))
+	}
+	if fails["new"] == 0 || fails["keep"] == 0 {
+		t.Errorf("failures %v: the 503s are not reported", fails)
 	}
 }

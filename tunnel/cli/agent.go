@@ -2,26 +2,33 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"plug/k8sapi/kubeplatform"
 	"plug/keys"
-	"plug/swarmapi"
+	"plug/swarmapi/swarmplatform"
 	"plug/tunnel"
+	"plug/tunnel/memplatform"
 )
 
 var agentCommand = &command{
 	name:     "agent",
 	synopsis: "run the agent inside a cluster (the image's entrypoint)",
-	usage: `Usage: plug agent
+	usage: `Usage: plug agent [--ready]
+       plug agent members ... (the operator's side of admission by approval; plug agent members -h)
 
 Runs plug's agent: the SSH server in the cluster that developers' plug runs
 connect to. It is configured by its environment:
@@ -32,6 +39,24 @@ connect to. It is configured by its environment:
   PLUG_BIN_DIR      the CLI binaries it hands out to installers, default /bin
   PLUG_PUBLIC_ADDR  host:port developers reach it by, for the installer
   PLUG_AGENT_ID     this agent's name in the cluster, default the host name
+  PLUG_TUNNEL       open (the default) or closed: the operator's switch; closed,
+                    the agent refuses every run saying so (a rollout with it
+                    ends every run, with that reason)
+  PLUG_ADMISSION    open (the default: any key that reaches it gets in) or
+                    invite (admission by approval: only the keys a member
+                    accepted; plug members)
+  PLUG_DIAL         address ranges runs may dial beyond the cluster's names,
+                    e.g. 10.0.0.0/8,fd00::/8 (default none); an address the
+                    agent refuses by default (the node's, the API server's,
+                    loopback, link-local) only when listed alone, e.g. 10.0.0.1/32
+
+Caps, each counted on this agent (a number; default in brackets):
+  PLUG_MAX_RUNS_PER_KEY          runs open at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.RunsPerKey) + `]
+  PLUG_MAX_NAMES_PER_KEY         names served at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.NamesPerKey) + `]
+  PLUG_MAX_CHANNELS_PER_KEY      connections through the agent for one key [` + strconv.Itoa(tunnel.DefaultLimits.ChannelsPerKey) + `]
+  PLUG_MAX_CONNECTIONS_PER_KEY   SSH connections of one key [` + strconv.Itoa(tunnel.DefaultLimits.ConnsPerKey) + `]
+  PLUG_MAX_CHANNELS              connections through the agent, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Channels) + `]
+  PLUG_MAX_CONNECTIONS           SSH connections, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Conns) + `]
 
 It checks its rights in the cluster at boot. Without a right that runs need
 it does not start serving: its log names each missing rule with the command
@@ -40,10 +65,31 @@ plug doctor, which prints them on the developer's terminal. It checks again
 every 30 s and serves runs once the rights are granted, with no restart. A
 missing optional right is logged, and its feature is off.
 
-SIGTERM or SIGINT stop it; the names it serves are given back first.
+While it serves runs it keeps the file PLUG_STATE_DIR/ready. plug agent
+--ready exits 0 when that file is there and 1 otherwise, saying why: it is
+the readiness probe of deploy/plug-k8s.yaml, so that the agent's pod is not
+Ready while it refuses runs for a missing right.
+
+Its log is on standard error; its audit trail (each run opened and how it
+ended, each name served and given back, each key refused, accepted or
+removed) is on standard output, one JSON object per line.
+
+SIGTERM or SIGINT stop it; the names it serves are given back first. When
+another agent takes over (a rollout) its runs move there; when every agent
+is going away (scaled to zero, removed) the runs end, saying so.
 `,
 	run: func(c *cli, args []string) error {
+		if len(args) > 0 && args[0] == "members" {
+			if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+				fmt.Fprint(c.stdout, agentMembersUsage)
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			return c.agentMembers(ctx, args[1:])
+		}
 		fs := flags("agent")
+		ready := fs.Bool("ready", false, "")
 		pos, err := c.parse("agent", fs, args, true)
 		if err != nil {
 			return err
@@ -51,9 +97,10 @@ SIGTERM or SIGINT stop it; the names it serves are given back first.
 		if len(pos) > 0 {
 			return usageError("agent", "agent takes no arguments, it reads its environment; got %q", pos[0])
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return c.agent(ctx)
+		if *ready {
+			return c.agentReady()
+		}
+		return c.agent(context.Background())
 	},
 }
 
@@ -62,15 +109,15 @@ SIGTERM or SIGINT stop it; the names it serves are given back first.
 func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (tunnel.Platform, error) {
 	switch name {
 	case "memory", "none":
-		return tunnel.NewMemoryPlatform(), nil
+		return memplatform.New(), nil
 	case "kubernetes":
-		p, err := kubeplatform.NewFromEnv(logf)
+		p, err := kubeplatform.NewFromEnv(ctx, logf)
 		if err != nil {
 			return nil, err
 		}
 		return p, nil
 	case "swarm":
-		p, err := swarmapi.NewPlatformFromEnv(ctx, logf)
+		p, err := swarmplatform.NewFromEnv(ctx, logf)
 		if err != nil {
 			return nil, err
 		}
@@ -89,23 +136,21 @@ func platformNames() []string {
 	}
 }
 
-// sharedHostKey is a platform that keeps the agent's host key in the
-// cluster, so that every replica, and every restart, presents the same one.
-type sharedHostKey interface {
-	HostKey(ctx context.Context) (ssh.Signer, error)
-}
-
 // loadHostKey is the platform's shared host key, or else the one kept in
 // PLUG_STATE_DIR.
 func loadHostKey(ctx context.Context, platform tunnel.Platform) (ssh.Signer, error) {
-	if shared, ok := platform.(sharedHostKey); ok {
+	if shared, ok := platform.(tunnel.SharedHostKey); ok {
 		return shared.HostKey(ctx)
 	}
-	return tunnel.LoadOrCreateHostKey(envOr("PLUG_STATE_DIR", "/var/lib/plug"))
+	return loadOrCreateHostKey(stateDir())
 }
 
 func (c *cli) agent(ctx context.Context) error {
+	tuneGC()
 	logger := log.New(c.stderr, "plug agent: ", log.LstdFlags)
+	if soft := limitMemory("/sys/fs/cgroup"); soft > 0 {
+		logger.Printf("the container's memory limit is %d MiB: the agent's garbage collector keeps it under %d MiB", int64(float64(soft)/memoryShare)>>20, soft>>20)
+	}
 	platform, err := newPlatform(ctx, os.Getenv("PLUG_PLATFORM"), logger.Printf)
 	if err != nil {
 		return err
@@ -114,11 +159,23 @@ func (c *cli) agent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	admission, err := admissionOf(os.Getenv("PLUG_ADMISSION"), platform)
+	if err != nil {
+		return err
+	}
+	closed, err := tunnelSwitch(os.Getenv("PLUG_TUNNEL"))
+	if err != nil {
+		return err
+	}
 	id := os.Getenv("PLUG_AGENT_ID")
 	if id == "" {
 		id, _ = os.Hostname()
 	}
-	addr := tunnel.ListenAddr()
+	limits, dial, err := agentSettings()
+	if err != nil {
+		return err
+	}
+	addr := listenAddr()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %v; set PLUG_ADDR to a free address", addr, err)
@@ -129,10 +186,127 @@ func (c *cli) agent(ctx context.Context) error {
 		BinDir:     envOr("PLUG_BIN_DIR", "/bin"),
 		PublicAddr: os.Getenv("PLUG_PUBLIC_ADDR"),
 		ID:         id,
+		Limits:     limits,
+		Dial:       dial,
+		ReadyFile:  readyFile(),
 		Logf:       logger.Printf,
+		Audit:      tunnel.AuditJSON(c.stdout),
+		Closed:     closed,
+	}
+	if admission != nil {
+		a.Keys = admission
 	}
 	logger.Printf("%s %s listening on %s, host key %s", id, tunnel.Version, l.Addr(), keys.Fingerprint(hostKey.PublicKey()))
+	if closed != "" {
+		logger.Printf("the tunnel is closed (%s): every run is refused, saying so", closed)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go stopOnSignal(ctx, a, platform, cancel, logger.Printf)
 	return a.Serve(ctx, l)
+}
+
+// stopOnSignal stops the agent at SIGTERM or SIGINT: for good (Stop: the
+// runs end, saying why) when the platform says every agent is going away,
+// else as a restart (cancel: the runs move to another agent).
+func stopOnSignal(ctx context.Context, a *tunnel.Agent, platform tunnel.Platform, cancel context.CancelFunc, logf func(string, ...any)) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case <-sigs:
+	case <-ctx.Done():
+		return
+	}
+	if d, ok := platform.(tunnel.Departing); ok {
+		askCtx, done := context.WithTimeout(ctx, 5*time.Second)
+		why, err := d.Departing(askCtx)
+		done()
+		if err != nil {
+			logf("cannot tell whether another agent takes over (%v): stopping as a restart", err)
+		}
+		if why != "" {
+			logf("stopping for good: %s", why)
+			a.Stop("the operator", why)
+			return
+		}
+	}
+	cancel()
+}
+
+// tunnelSwitch reads PLUG_TUNNEL: "" or "open", or "closed", which the
+// agent's Closed names.
+func tunnelSwitch(v string) (string, error) {
+	switch v {
+	case "", "open":
+		return "", nil
+	case "closed":
+		return "PLUG_TUNNEL=closed", nil
+	}
+	return "", fmt.Errorf("PLUG_TUNNEL=%s is neither open nor closed", tunnel.PeerText(v))
+}
+
+// stateDir is where the agent keeps its files: PLUG_STATE_DIR.
+func stateDir() string { return envOr("PLUG_STATE_DIR", "/var/lib/plug") }
+
+// readyFile is the file the agent keeps while it serves runs.
+func readyFile() string { return filepath.Join(stateDir(), "ready") }
+
+// agentReady is plug agent --ready: whether the agent of this container
+// serves runs.
+func (c *cli) agentReady() error {
+	if _, err := os.Stat(readyFile()); err != nil {
+		fmt.Fprintf(c.stderr, "plug agent: not serving runs (no %s): it is starting, or lacks a right in the cluster that runs need (its log, and plug doctor, say which)\n", readyFile())
+		return &exitCode{code: 1}
+	}
+	fmt.Fprintln(c.stdout, "plug agent: serving runs")
+	return nil
+}
+
+// agentSettings reads the agent's caps and PLUG_DIAL from its
+// environment; a value that does not parse is an error naming it.
+func agentSettings() (tunnel.Limits, []netip.Prefix, error) {
+	var l tunnel.Limits
+	for _, f := range []struct {
+		env string
+		v   *int
+	}{
+		{"PLUG_MAX_RUNS_PER_KEY", &l.RunsPerKey}, {"PLUG_MAX_NAMES_PER_KEY", &l.NamesPerKey},
+		{"PLUG_MAX_CHANNELS_PER_KEY", &l.ChannelsPerKey}, {"PLUG_MAX_CONNECTIONS_PER_KEY", &l.ConnsPerKey},
+		{"PLUG_MAX_CHANNELS", &l.Channels}, {"PLUG_MAX_CONNECTIONS", &l.Conns},
+	} {
+		v := os.Getenv(f.env)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return l, nil, fmt.Errorf("%s=%q is not a number of at least 1; unset it for the default", f.env, v)
+		}
+		*f.v = n
+	}
+	dial, err := tunnel.ParseDial(os.Getenv("PLUG_DIAL"))
+	return l, dial, err
+}
+
+// admissionOf is the admission PLUG_ADMISSION names: nil (open, nobody
+// oversees others' runs) when the platform keeps no members, else Members,
+// by approval for "invite".
+func admissionOf(setting string, platform tunnel.Platform) (*tunnel.Members, error) {
+	store, ok := platform.(tunnel.MemberStore)
+	switch setting {
+	case "", "open":
+		if !ok {
+			return nil, nil
+		}
+		return tunnel.NewMembers(store, false), nil
+	case "invite":
+		if !ok {
+			return nil, errors.New("PLUG_ADMISSION=invite needs a platform that keeps the members (kubernetes or swarm); this one keeps none")
+		}
+		return tunnel.NewMembers(store, true), nil
+	}
+	return nil, fmt.Errorf("PLUG_ADMISSION=%s is neither open nor invite", tunnel.PeerText(setting))
 }
 
 func envOr(name, def string) string {

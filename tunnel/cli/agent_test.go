@@ -1,16 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
 
 func TestAgentRefusesWithoutPlatform(t *testing.T) {
@@ -33,22 +34,22 @@ func TestAgentServesUntilStopped(t *testing.T) {
 	t.Setenv("PLUG_ADDR", "127.0.0.1:0")
 	t.Setenv("PLUG_STATE_DIR", state)
 	t.Setenv("PLUG_AGENT_ID", "agent-test")
-	var stderr lockedBuffer
-	c := &cli{stdin: strings.NewReader(""), stdout: &stderr, stderr: &stderr}
+	var stderr tunneltest.Buffer
+	c := newCLI(strings.NewReader(""), &stderr, &stderr)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.agent(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(stderr.String(), "agent-test "+tunnel.Version+" listening on 127.0.0.1:") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not say it listens:\n%s", stderr.String())
-		}
+	clustertest.Eventually(t, 10*time.Second, "the agent says it listens", func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("the agent stopped: %v\n%s", err, stderr.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		if !strings.Contains(stderr.String(), "agent-test "+tunnel.Version+" listening on 127.0.0.1:") {
+			return fmt.Errorf("it said:\n%s", stderr.String())
+		}
+		return nil
+	})
 	if _, err := os.Stat(filepath.Join(state, "ssh_host_ed25519_key")); err != nil {
 		t.Errorf("no host key in the state directory: %v", err)
 	}
@@ -61,22 +62,4 @@ func TestAgentServesUntilStopped(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the agent did not stop")
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers and readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -30,46 +30,55 @@ type command struct {
 	run      func(c *cli, args []string) error
 }
 
-// commands lists the subcommands in the order the overview shows them.
-// doctor, update and setup join this table when they exist.
-var commands []*command
+// commands is plug's command table, in the order the overview shows them.
+// The commands reach it through their cli (cli.commands), which keeps
+// their own declarations from depending on it.
+var commands = []*command{runCommand, agentCommand, keygenCommand, pubkeyCommand, lsCommand,
+	rnCommand, profileCommand, doctorCommand, whoCommand, endCommand, membersCommand, setupCommand, smbCommand, updateCommand, versionCommand, helpCommand}
 
-func lookup(name string) *command {
-	for _, c := range commands {
-		if c.name == name {
-			return c
+// cli carries the standard streams, so tests can capture them, and the
+// command table.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	commands       []*command
+}
+
+// newCLI returns the plug command on these streams.
+func newCLI(stdin io.Reader, stdout, stderr io.Writer) *cli {
+	return &cli{stdin: stdin, stdout: stdout, stderr: stderr, commands: commands}
+}
+
+// Main runs plug with args (os.Args[1:]) and returns the exit code.
+func Main(args []string) int {
+	return newCLI(os.Stdin, os.Stdout, os.Stderr).main(args)
+}
+
+// lookup returns the command called name, or nil.
+func (c *cli) lookup(name string) *command {
+	for _, cmd := range c.commands {
+		if cmd.name == name {
+			return cmd
 		}
 	}
 	return nil
 }
 
-// cli carries the standard streams, so tests can capture them.
-type cli struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-}
-
-// Main runs plug with args (os.Args[1:]) and returns the exit code.
-func Main(args []string) int {
-	c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
-	return c.main(args)
-}
-
 func (c *cli) main(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(c.stderr, overview())
+		fmt.Fprint(c.stderr, overview(c.commands))
 		return ExitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
-		fmt.Fprint(c.stdout, overview())
+		fmt.Fprint(c.stdout, overview(c.commands))
 		return 0
 	}
 	if strings.HasPrefix(args[0], "-") && args[0] != "--version" {
 		return c.exit(runCommand.run(c, args))
 	}
 	name := strings.TrimPrefix(args[0], "--")
-	cmd := lookup(name)
+	cmd := c.lookup(name)
 	if cmd == nil || cmd == runCommand {
 		return c.exit(usageError("", "there is no command %q; to run a program, give -s or -c first: plug -p PROFILE -c -- %s", args[0], args[0]))
 	}
@@ -134,7 +143,7 @@ func (c *cli) parse(cmd string, fs *flag.FlagSet, args []string, interspersed bo
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(c.stdout, lookup(cmd).usage)
+			fmt.Fprint(c.stdout, c.lookup(cmd).usage)
 			return nil, &exitCode{code: 0}
 		}
 		if err != nil {
@@ -147,6 +156,16 @@ func (c *cli) parse(cmd string, fs *flag.FlagSet, args []string, interspersed bo
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseFlags is parse for a command that takes flags only: an argument is
+// a usage error.
+func (c *cli) parseFlags(cmd string, fs *flag.FlagSet, args []string) error {
+	pos, err := c.parse(cmd, fs, args, true)
+	if err == nil && len(pos) > 0 {
+		err = usageError(cmd, "%s takes no arguments, got %q", cmd, pos[0])
+	}
+	return err
 }
 
 // multiFlag collects every value of a repeated flag.

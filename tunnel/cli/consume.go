@@ -16,16 +16,17 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/localnames"
 )
 
 // The names a run consumes. Every program a run starts (-c and -s alike)
 // reaches the cluster's Services by the names pods use — web, web.ns,
 // web.ns.svc, web.ns.svc.cluster.local — on their ports. Each name gets a
-// loopback address of its own (loopback.go) on which the run listens on
+// loopback address of its own (localnames.Pool) on which the run listens on
 // the name's ports, carrying every connection over one SSH channel to the
 // agent, which dials the name inside the cluster. A resolver, per OS, makes
-// the names resolve to those addresses for CMD (names_*.go). The agent's
-// catalog keeps it all current while the run lasts.
+// the names resolve to those addresses for CMD (localnames.Resolver). The
+// agent's catalog keeps it all current while the run lasts.
 
 const (
 	// namesWait bounds the wait for the agents' first catalogs before CMD
@@ -37,32 +38,24 @@ const (
 	namesShown = 6
 )
 
-// resolver makes the run's names resolve for the programs it starts.
-type resolver interface {
-	// update makes lines the run's names, replacing those before.
-	update(lines []hostLine) error
-	// start starts cmd so that it resolves the names.
-	start(cmd *exec.Cmd) error
-	// close removes what the resolver added to this machine, if anything.
-	close() error
-}
-
 // consumer gives CMD the names of every profile of the run.
 type consumer struct {
 	say      func(string) // a status line on stderr
 	profiles []consumedProfile
-	res      resolver // nil when names cannot resolve here (told at start)
-	pool     *loopbackPool
+	res      localnames.Resolver // nil when names cannot resolve here (told at start)
+	pool     *localnames.Pool
 	reserved []string // this machine's own names, never shadowed
 	refusals refusals
 
 	mu        sync.Mutex
-	addrs     map[nameKey]netip.Addr
-	listeners map[listenKey]*portListener
-	failed    map[listenKey]string // why a port does not answer, as told
-	told      map[string]bool      // notes told, kept while they hold
-	known     map[nameKey]bool     // the names of the last reconcile
-	started   bool                 // the first reconcile is done
+	addrs     map[localnames.Key]netip.Addr
+	listeners map[listenKey]closer
+	flows     *tunnel.FlowCap         // the run's UDP flows
+	failed    map[listenKey]string    // why a port does not answer, as told
+	told      map[string]bool         // notes told, kept while they hold
+	known     map[localnames.Key]bool // the names of the last reconcile
+	lines     []localnames.HostLine   // what the names resolve to, as of the last reconcile
+	started   bool                    // the first reconcile is done
 
 	kick chan struct{}
 	stop chan struct{}
@@ -75,11 +68,15 @@ type consumedProfile struct {
 	session *tunnel.Session
 }
 
-// listenKey is one port of one name.
+// listenKey is one port of one name, TCP or UDP.
 type listenKey struct {
-	name nameKey
+	name localnames.Key
 	port int
+	udp  bool
 }
+
+// closer is a listener of a name's port: *portListener or *udpListener.
+type closer interface{ close() }
 
 // consume sets up the names of every session of the run, waiting a moment
 // for the agents' first catalogs, and keeps them current until close.
@@ -89,11 +86,12 @@ func (c *cli) consume(runs []*session) *consumer {
 	co := &consumer{
 		say:       func(line string) { fmt.Fprintln(c.stderr, "plug: "+line) },
 		reserved:  machineNames(),
-		addrs:     map[nameKey]netip.Addr{},
-		listeners: map[listenKey]*portListener{},
+		addrs:     map[localnames.Key]netip.Addr{},
+		listeners: map[listenKey]closer{},
+		flows:     newFlowBudget(),
 		failed:    map[listenKey]string{},
 		told:      map[string]bool{},
-		known:     map[nameKey]bool{},
+		known:     map[localnames.Key]bool{},
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
@@ -101,12 +99,12 @@ func (c *cli) consume(runs []*session) *consumer {
 	for _, r := range runs {
 		co.profiles = append(co.profiles, consumedProfile{name: r.profile.Name, session: r.tunnel})
 	}
-	res, err := newResolver(fmt.Sprintf("pid %d", os.Getpid()), co.say)
+	res, err := localnames.NewResolver(fmt.Sprintf("pid %d", os.Getpid()), co.say)
 	if err != nil {
 		co.say(fmt.Sprintf("warning: cluster names will not resolve for the command: %v", err))
 		return co
 	}
-	co.res, co.pool = res, newLoopbackPool()
+	co.res, co.pool = res, localnames.NewPool()
 	co.awaitCatalogs()
 	co.reconcile()
 	for _, p := range co.profiles {
@@ -182,7 +180,7 @@ func (co *consumer) start(cmd *exec.Cmd) error {
 	if co.res == nil {
 		return cmd.Start()
 	}
-	return co.res.start(cmd)
+	return co.res.Start(cmd)
 }
 
 // close stops following the catalogs, closes every listener and removes
@@ -200,10 +198,10 @@ func (co *consumer) close() {
 		l.close()
 		delete(co.listeners, k)
 	}
-	if err := co.res.close(); err != nil {
+	if err := co.res.Close(); err != nil {
 		co.say(fmt.Sprintf("warning: %v", err))
 	}
-	co.pool.close()
+	co.pool.Close()
 }
 
 // reconcile makes addresses, listeners and the resolver's names match the
@@ -211,14 +209,14 @@ func (co *consumer) close() {
 func (co *consumer) reconcile() {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	var profiles []profileNames
-	byKey := map[nameKey]tunnel.ClusterName{}
+	var profiles []localnames.Profile
+	byKey := map[localnames.Key]tunnel.ClusterName{}
 	var notes []string
 	for i, p := range co.profiles {
 		cat, _, _ := p.session.Catalog()
-		profiles = append(profiles, profileNames{profile: p.name, names: cat.Names})
+		profiles = append(profiles, localnames.Profile{Name: p.name, Names: cat.Names})
 		for _, n := range cat.Names {
-			byKey[nameKey{i, n.Name}] = n
+			byKey[localnames.Key{Profile: i, Name: n.Name}] = n
 		}
 		if cat.Unavailable != "" {
 			notes = append(notes, "warning: "+co.prefix(p.name)+cat.Unavailable)
@@ -227,38 +225,55 @@ func (co *consumer) reconcile() {
 			notes = append(notes, co.prefix(p.name)+note)
 		}
 	}
-	plan := planHosts(profiles, co.reserved)
-	notes = append(notes, plan.notes...)
+	plan := localnames.PlanHosts(profiles, co.reserved)
+	notes = append(notes, plan.Notes...)
 
-	keys := slices.SortedFunc(maps.Keys(plan.hosts), func(a, b nameKey) int {
-		if a.profile != b.profile {
-			return a.profile - b.profile
+	keys := slices.SortedFunc(maps.Keys(plan.Hosts), func(a, b localnames.Key) int {
+		if a.Profile != b.Profile {
+			return a.Profile - b.Profile
 		}
-		return strings.Compare(a.name, b.name)
+		return strings.Compare(a.Name, b.Name)
 	})
-	var lines []hostLine
+	var lines []localnames.HostLine
 	want := map[listenKey]bool{}
 	for _, k := range keys {
 		addr, ok := co.addrs[k]
 		if !ok {
 			var err error
-			if addr, err = co.pool.take(); err != nil {
-				notes = append(notes, fmt.Sprintf("warning: %s%s does not resolve: %v", co.prefix(co.profiles[k.profile].name), k.name, err))
+			if addr, err = co.pool.Take(); err != nil {
+				notes = append(notes, fmt.Sprintf("warning: %s%s does not resolve: %v", co.prefix(co.profiles[k.Profile].name), k.Name, err))
 				continue
 			}
 			co.addrs[k] = addr
 		}
-		lines = append(lines, hostLine{addr: addr, names: plan.hosts[k]})
+		lines = append(lines, localnames.HostLine{Addr: addr, Names: plan.Hosts[k]})
 		for _, port := range byKey[k].Ports {
-			want[listenKey{k, port}] = true
+			want[listenKey{k, port, false}] = true
+		}
+		for _, port := range byKey[k].UDPPorts {
+			want[listenKey{k, port, true}] = true
 		}
 	}
 	notes = append(notes, co.openListeners(want)...)
-	if err := co.res.update(lines); err != nil {
+	co.lines = lines
+	if err := co.res.Update(lines); err != nil {
 		notes = append(notes, fmt.Sprintf("warning: the cluster names could not be updated: %v", err))
 	}
 	co.tell(notes)
 	co.tellNames(keys)
+}
+
+// hosts is every name the run's programs reach, as NAME:ADDR, as of now.
+func (co *consumer) hosts() []string {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	var out []string
+	for _, l := range co.lines {
+		for _, n := range l.Names {
+			out = append(out, n+":"+l.Addr.String())
+		}
+	}
+	return out
 }
 
 // openListeners closes the listeners no longer wanted and opens the new
@@ -286,9 +301,17 @@ func (co *consumer) openListeners(want map[listenKey]bool) []string {
 			left++
 			continue
 		}
-		p := co.profiles[k.name.profile]
-		label := co.prefix(p.name) + k.name.name + ":" + strconv.Itoa(k.port)
-		l, err := listen(co.addrs[k.name], k.port, p.session, net.JoinHostPort(k.name.name, strconv.Itoa(k.port)), label, co.refusals.refused)
+		p := co.profiles[k.name.Profile]
+		label := co.prefix(p.name) + k.name.Name + ":" + strconv.Itoa(k.port)
+		target := net.JoinHostPort(k.name.Name, strconv.Itoa(k.port))
+		var l closer
+		var err error
+		if k.udp {
+			label += "/udp"
+			l, err = listenUDP(co.addrs[k.name], k.port, p.session, target, label, co.refusals.refused, co.flows)
+		} else {
+			l, err = listen(co.addrs[k.name], k.port, p.session, target, label, co.refusals.refused)
+		}
 		if err == nil {
 			co.listeners[k] = l
 			budget--
@@ -304,7 +327,7 @@ func (co *consumer) openListeners(want map[listenKey]bool) []string {
 		}
 		co.failed[k] = why
 		var le *listenError
-		if errors.As(err, &le) && isPrivilegedPort(le.err) {
+		if errors.As(err, &le) && localnames.IsPrivilegedPort(le.err) {
 			privileged = append(privileged, label)
 			continue
 		}
@@ -338,18 +361,18 @@ func (co *consumer) tell(notes []string) {
 
 // tellNames says which names the run's programs reach: all of them the
 // first time, then those that came and went.
-func (co *consumer) tellNames(keys []nameKey) {
-	now := map[nameKey]bool{}
+func (co *consumer) tellNames(keys []localnames.Key) {
+	now := map[localnames.Key]bool{}
 	var added, gone []string
 	for _, k := range keys {
 		now[k] = true
 		if !co.known[k] {
-			added = append(added, co.prefix(co.profiles[k.profile].name)+k.name)
+			added = append(added, co.prefix(co.profiles[k.Profile].name)+k.Name)
 		}
 	}
 	for k := range co.known {
 		if !now[k] {
-			gone = append(gone, co.prefix(co.profiles[k.profile].name)+k.name)
+			gone = append(gone, co.prefix(co.profiles[k.Profile].name)+k.Name)
 		}
 	}
 	slices.Sort(gone)
@@ -400,10 +423,16 @@ func machineNames() []string {
 
 func compareListenKeys(a, b listenKey) int {
 	switch {
-	case a.name.profile != b.name.profile:
-		return a.name.profile - b.name.profile
-	case a.name.name != b.name.name:
-		return strings.Compare(a.name.name, b.name.name)
+	case a.name.Profile != b.name.Profile:
+		return a.name.Profile - b.name.Profile
+	case a.name.Name != b.name.Name:
+		return strings.Compare(a.name.Name, b.name.Name)
+	case a.port != b.port:
+		return a.port - b.port
+	case a.udp == b.udp:
+		return 0
+	case b.udp:
+		return -1
 	}
-	return a.port - b.port
+	return 1
 }

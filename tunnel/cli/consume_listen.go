@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/localnames"
 )
 
 // carryTimeout bounds how long a connection of CMD waits for the agent to
@@ -88,9 +89,9 @@ type listenError struct {
 
 func (e *listenError) Error() string {
 	switch {
-	case isPrivilegedPort(e.err):
+	case localnames.IsPrivilegedPort(e.err):
 		return fmt.Sprintf("%s does not answer: ports below 1024 need the one-time preparation of this machine; run sudo plug setup", e.label)
-	case isAddrInUse(e.err):
+	case localnames.IsAddrInUse(e.err):
 		return fmt.Sprintf("%s does not reach the cluster: port %d is taken on this machine by a program listening on all addresses, which answers instead; stop it to reach the cluster's", e.label, e.port)
 	}
 	return fmt.Sprintf("%s does not answer: %v", e.label, e.err)

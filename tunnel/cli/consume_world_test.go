@@ -75,8 +75,8 @@ func (c *cluster) workload(t *testing.T, address, text string) {
 // runPlug runs plug in-process, CMD's output and plug's status collected.
 func runPlug(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut lockedBuffer
-	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}
+	var out, errOut tunneltest.Buffer
+	c := newCLI(strings.NewReader(""), &out, &errOut)
 	code = c.main(args)
 	return code, out.String(), errOut.String()
 }
@@ -107,4 +107,10 @@ func TestSilentAgentDelaysNothingElse(t *testing.T) {
 	if !strings.Contains(stderr, "quiet: the agent has not told the cluster's names yet") {
 		t.Fatalf("the silent agent was not told about:\n%s", stderr)
 	}
+}
+
+// k8sName is the cluster name of Service name in namespace ns, in the
+// forms a pod uses.
+func k8sName(name, ns string, ports ...int) tunnel.ClusterName {
+	return tunnel.ClusterName{Name: name, Aliases: []string{name + "." + ns, name + "." + ns + ".svc", name + "." + ns + ".svc.cluster.local"}, Ports: ports}
 }

@@ -39,9 +39,7 @@ Exit codes: 0 nothing failed; 1 something failed (the lines say what to do);
 2 bad usage.
 `,
 	run: func(c *cli, args []string) error {
-		fs := flags("doctor")
-		profile := fs.String("p", "", "")
-		store, name, err := c.profileArgs("doctor", fs, args, profile)
+		store, name, err := c.profileOnly("doctor", args)
 		if err != nil {
 			return err
 		}
@@ -138,17 +136,17 @@ func (d *doctor) examine(ctx context.Context, store keys.Store, name string) {
 	d.ok("agent at %s answers (SSH handshake in %s)", prof.Addr(), diag.Handshake.Round(time.Millisecond))
 	d.ok("host key %s matches the one the profile pins", keys.Fingerprint(pinned))
 	d.ok("the agent accepts the key %s (user %s)", keys.Fingerprint(signer.PublicKey()), userFor(prof))
-	d.agent(diag)
+	d.agent(diag, name)
 }
 
 // agent reports the agent's versions, status and rights.
-func (d *doctor) agent(diag *tunnel.Diagnosis) {
+func (d *doctor) agent(diag *tunnel.Diagnosis, profile string) {
 	st := diag.Status
 	agentVersion := diag.AgentVersion
 	if st != nil && st.Version != "" {
 		agentVersion = st.Version
 	}
-	if ok, why := tunnel.Compatible(tunnel.Version, agentVersion); ok {
+	if ok, why := tunnel.Compatible(tunnel.Version, agentVersion, profile); ok {
 		d.ok("versions: %s", why)
 	} else {
 		d.fail("versions: %s", why)
@@ -166,11 +164,17 @@ func (d *doctor) agent(diag *tunnel.Diagnosis) {
 	} else {
 		d.ok("agent %s: serves runs", where)
 	}
+	d.rights(st, true)
+}
+
+// rights reports the rights st says the agent has (when granted is true)
+// and lacks, each missing one with the command that grants it alone.
+func (d *doctor) rights(st *tunnel.AgentStatus, granted bool) {
 	if st.RightsError != "" {
 		d.fail("the agent cannot check its rights: %s", st.RightsError)
 	}
 	for _, g := range groupRights(st.Rights) {
-		if len(g.granted) > 0 {
+		if granted && len(g.granted) > 0 {
 			d.ok("%s: %s", joinRules(g.granted), g.feature)
 		}
 		for _, r := range g.missing {

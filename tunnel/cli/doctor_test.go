@@ -2,14 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"golang.org/x/crypto/ssh"
 
 	"plug/keys"
 	"plug/tunnel"
@@ -19,7 +16,7 @@ import (
 // roleLacking is the in-memory platform without the right to patch
 // Services until it is granted.
 type roleLacking struct {
-	*tunnel.MemoryPlatform
+	*tunneltest.Platform
 	granted atomic.Bool
 }
 
@@ -81,7 +78,7 @@ func TestDoctorOfAHealthyAgent(t *testing.T) {
 // Acceptance 5, without a cluster: doctor prints the one command that
 // grants the missing right, and once it is granted comes back clean.
 func TestDoctorPrintsTheGrantOfAMissingRight(t *testing.T) {
-	platform := &roleLacking{MemoryPlatform: tunneltest.NewPlatform()}
+	platform := &roleLacking{Platform: tunneltest.NewPlatform()}
 	doctorHome(t, platform)
 	code, out, stderr := plug(t, "doctor", "-p", "kube")
 	if code != ExitFailed || !strings.Contains(stderr, "2 check(s) failed") {
@@ -131,7 +128,7 @@ func TestDoctorSaysWhyTheAgentIsNotReached(t *testing.T) {
 // A host key other than the pinned one, and a key the agent refuses.
 func TestDoctorOfAChangedHostKeyAndARefusedKey(t *testing.T) {
 	store := doctorHome(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
-		a.Admit = func(string, ssh.PublicKey) error { return errors.New("not a member") }
+		a.Keys = tunneltest.RefuseKeys("not a member")
 	})
 	code, out, _ := plug(t, "doctor", "-p", "kube")
 	if code != ExitFailed {

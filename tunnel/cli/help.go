@@ -5,11 +5,6 @@ import (
 	"strings"
 )
 
-func init() {
-	commands = []*command{runCommand, agentCommand, keygenCommand, pubkeyCommand, lsCommand,
-		rnCommand, profileCommand, doctorCommand, setupCommand, versionCommand, helpCommand}
-}
-
 var helpCommand = &command{
 	name:     "help",
 	synopsis: "show the usage of plug or of one command",
@@ -26,11 +21,11 @@ Every command also takes -h or --help.
 		}
 		switch {
 		case len(pos) == 0:
-			fmt.Fprint(c.stdout, overview())
+			fmt.Fprint(c.stdout, overview(c.commands))
 		case len(pos) > 1:
 			return usageError("help", "help: give one command, not %d", len(pos))
-		case lookup(pos[0]) != nil:
-			fmt.Fprint(c.stdout, lookup(pos[0]).usage)
+		case c.lookup(pos[0]) != nil:
+			fmt.Fprint(c.stdout, c.lookup(pos[0]).usage)
 		default:
 			return usageError("", "help: there is no command %q", pos[0])
 		}
@@ -38,8 +33,8 @@ Every command also takes -h or --help.
 	},
 }
 
-// overview is the text of `plug help`.
-func overview() string {
+// overview is the text of `plug help`, listing commands.
+func overview(commands []*command) string {
 	var b strings.Builder
 	b.WriteString(`plug runs a local process as a member of a cluster: it answers under a
 cluster name, and reaches the cluster's services by theirs.

@@ -63,9 +63,7 @@ SHA256 fingerprint on stderr, to compare with what the cluster shows.
   plug pubkey -p prod | clip                          # Windows, Git Bash
 `,
 	run: func(c *cli, args []string) error {
-		fs := flags("pubkey")
-		profile := fs.String("p", "", "")
-		store, name, err := c.profileArgs("pubkey", fs, args, profile)
+		store, name, err := c.profileOnly("pubkey", args)
 		if err != nil {
 			return err
 		}
@@ -97,12 +95,8 @@ fingerprint of the profile's key ("no key yet" before plug keygen).
 `,
 	run: func(c *cli, args []string) error {
 		fs := flags("ls")
-		pos, err := c.parse("ls", fs, args, true)
-		if err != nil {
+		if err := c.parseFlags("ls", fs, args); err != nil {
 			return err
-		}
-		if len(pos) > 0 {
-			return usageError("ls", "ls takes no arguments, got %q", pos[0])
 		}
 		store, err := keys.Home()
 		if err != nil {
@@ -175,16 +169,30 @@ already exists. A profile name is ` + keys.NameForm + `.
 // profileArgs parses the arguments of a command that takes -p PROFILE
 // only, and resolves the profile, which must exist.
 func (c *cli) profileArgs(cmd string, fs *flag.FlagSet, args []string, profile *string) (keys.Store, string, error) {
+	store, name, pos, err := c.profileAndArgs(cmd, fs, args, profile)
+	if err == nil && len(pos) > 0 {
+		return keys.Store{}, "", usageError(cmd, "%s takes no arguments besides -p PROFILE, got %q", cmd, pos[0])
+	}
+	return store, name, err
+}
+
+// profileOnly is profileArgs for a command whose one flag is -p PROFILE.
+func (c *cli) profileOnly(cmd string, args []string) (keys.Store, string, error) {
+	fs := flags(cmd)
+	profile := fs.String("p", "", "")
+	return c.profileArgs(cmd, fs, args, profile)
+}
+
+// profileAndArgs is profileArgs for a command that takes arguments too: it
+// returns them.
+func (c *cli) profileAndArgs(cmd string, fs *flag.FlagSet, args []string, profile *string) (keys.Store, string, []string, error) {
 	pos, err := c.parse(cmd, fs, args, true)
 	if err != nil {
-		return keys.Store{}, "", err
-	}
-	if len(pos) > 0 {
-		return keys.Store{}, "", usageError(cmd, "%s takes no arguments besides -p PROFILE, got %q", cmd, pos[0])
+		return keys.Store{}, "", nil, err
 	}
 	store, err := keys.Home()
 	if err != nil {
-		return keys.Store{}, "", err
+		return keys.Store{}, "", nil, err
 	}
 	var given []string
 	if *profile != "" {
@@ -192,12 +200,12 @@ func (c *cli) profileArgs(cmd string, fs *flag.FlagSet, args []string, profile *
 	}
 	names, err := runProfiles(store, given)
 	if err != nil {
-		return keys.Store{}, "", usageError(cmd, "%v", err)
+		return keys.Store{}, "", nil, usageError(cmd, "%v", err)
 	}
 	if _, err := store.Profile(names[0]); err != nil {
-		return keys.Store{}, "", usageError(cmd, "%v", err)
+		return keys.Store{}, "", nil, usageError(cmd, "%v", err)
 	}
-	return store, names[0], nil
+	return store, names[0], pos, nil
 }
 
 // keyComment labels a new key with the workstation it belongs to.

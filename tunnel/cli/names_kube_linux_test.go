@@ -3,7 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"plug/k8sapi"
 	"plug/k8sapi/kubeplatform"
@@ -38,23 +40,17 @@ type kubeRun struct {
 	dial func(ctx context.Context, network, address string) (net.Conn, error) // as the agent does
 }
 
-// needKubeRun prepares the machine (plug setup, undone when the test ends),
+// needKubeRun prepares the machine (plug setup; keepMachine puts back what
+// it found when the test ends),
 // the cluster's namespace with the sample workload, and an agent on the
 // Kubernetes platform in this process.
-func needKubeRun(t *testing.T) *kubeRun {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the tests on the cluster run plug setup and switch users: run them as root")
-		}
-		t.Skip("the tests on the cluster run plug setup and switch users: run them as root")
-	}
-	k := &kubeRun{Kube: clustertest.NeedKube(t), dev: ensureUser(t)}
-	if code, stdout, stderr := runPlug(t, "setup"); code != 0 {
-		t.Fatalf("plug setup: exit %d\n%s%s", code, stdout, stderr)
-	}
-	t.Cleanup(func() { runPlug(t, "setup", "--undo") })
+func needKubeRun(t *testing.T) *kubeRun { return needKubeRunWith(t, nil) }
 
+// needKubeRunWith is needKubeRun whose agent's options agent changes
+// first, if not nil: e.g. its client, or the namespaces it offers.
+func needKubeRunWith(t *testing.T, agent func(k *kubeRun, o *kubeplatform.Options)) *kubeRun {
+	t.Helper()
+	k := newKubeRun(t)
 	cfg, err := k8sapi.LoadKubeconfig(k.Kubeconfig, "")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +59,11 @@ func needKubeRun(t *testing.T) *kubeRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	platform, err := kubeplatform.New(kubeplatform.Options{Client: client, Namespace: k.Namespace, PodIP: k.NodeIP})
+	opts := kubeplatform.Options{Client: client, Namespace: k.Namespace, PodIP: k.NodeIP}
+	if agent != nil {
+		agent(k, &opts)
+	}
+	platform, err := kubeplatform.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,49 @@ func needKubeRun(t *testing.T) *kubeRun {
 	agentPlatform := inPod{platform, k.Namespace, dns}
 	k.dial = agentPlatform.DialContext
 	addr, hostKey, _ := tunneltest.StartAgent(t, agentPlatform)
+	k.developer(t, addr, hostKey)
 
+	k.Apply(t, serveManifest("web", k.WorkloadImage, "hello from the cluster", "{name: http, port: 80, targetPort: 8080}", "{name: high, port: 18080, targetPort: 8080}"))
+	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
+	k.waitService(t, "web:80", true)
+	return k
+}
+
+// needDeployedKubeRun prepares the machine as needKubeRun does, and the
+// manifest's agent deployed in the test's namespace with plug's image,
+// the manifest changed by edits as an operator would; the developer's
+// profile "kube" reaches the agent pod.
+func needDeployedKubeRun(t *testing.T, edits ...func(string) string) *kubeRun {
+	t.Helper()
+	k := newKubeRun(t)
+	k.ApplyAgentManifest(t, k.NeedPlugImage(t), 0, edits...)
+	k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
+	addr, hostKey := deployedAgent(t, k.Kube)
+	k.developer(t, addr, hostKey)
+	return k
+}
+
+// newKubeRun is the test cluster, the developer's account, and this
+// machine prepared with plug setup (keepMachine puts back what it found
+// when the test ends).
+func newKubeRun(t *testing.T) *kubeRun {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		clustertest.Unavailable(t, "the tests on the cluster run plug setup and switch users: run them as root")
+	}
+	k := &kubeRun{Kube: clustertest.NeedKube(t), dev: ensureUser(t)}
+	keepMachine(t)
+	if code, stdout, stderr := runPlug(t, "setup"); code != 0 {
+		t.Fatalf("plug setup: exit %d\n%s%s", code, stdout, stderr)
+	}
+	return k
+}
+
+// developer gives the developer a copy of plug and a ~/.plug of their
+// own whose profile "kube", with a key of its own, reaches the agent at
+// addr presenting hostKey.
+func (k *kubeRun) developer(t *testing.T, addr string, hostKey ssh.PublicKey) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "plug-kube-")
 	if err != nil {
 		t.Fatal(err)
@@ -92,60 +134,29 @@ func needKubeRun(t *testing.T) *kubeRun {
 	uid, _ := strconv.Atoi(k.dev.Uid)
 	gid, _ := strconv.Atoi(k.dev.Gid)
 	filepath.Walk(k.home, func(path string, _ os.FileInfo, _ error) error { return os.Chown(path, uid, gid) })
-
-	k.Apply(t, fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: main
-        image: %s
-        imagePullPolicy: Never
-        args: [serve, -name, hello from the cluster, ":8080"]
-        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec:
-  selector: {app: web}
-  ports:
-  - {name: http, port: 80, targetPort: 8080}
-  - {name: high, port: 18080, targetPort: 8080}
-`, k.WorkloadImage))
-	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=90s")
-	k.waitService(t, "web:80", true)
-	return k
 }
 
 // waitService waits until the node's kube-proxy handles address: until the
 // agent's dial connects, or, without answers, is refused at once.
 func (k *kubeRun) waitService(t *testing.T, address string, answers bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	clustertest.Eventually(t, 30*time.Second, "kube-proxy handles "+address, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		start := time.Now()
 		c, err := k.dial(ctx, "tcp", address)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil && answers:
 			c.Close()
+			return nil
+		case err == nil:
+			c.Close()
+			return errors.New("it still answers")
+		case !answers && time.Since(start) < 200*time.Millisecond:
+			return nil
 		}
-		if answers && err == nil || !answers && err != nil && time.Since(start) < 200*time.Millisecond {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kube-proxy does not handle %s yet: %v", address, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // dir makes a directory the developer may write.
@@ -161,7 +172,8 @@ func (k *kubeRun) dir(t *testing.T) string {
 
 // inPod is the Kubernetes platform of an agent that runs in this test
 // process rather than in a pod: it dials names as a pod of the namespace
-// would, through the cluster's DNS and the node's kube-proxy.
+// would, through the cluster's DNS (with a pod's search list: NS.svc.DOMAIN,
+// svc.DOMAIN, DOMAIN) and the node's kube-proxy.
 type inPod struct {
 	*kubeplatform.Platform
 	namespace, dns string
@@ -172,14 +184,17 @@ func (p inPod) DialContext(ctx context.Context, network, address string) (net.Co
 	if err != nil {
 		return nil, err
 	}
-	if !strings.Contains(host, ".") {
-		host += "." + p.namespace + ".svc.cluster.local"
-	}
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "udp", net.JoinHostPort(p.dns, "53"))
 	}}
-	addrs, err := r.LookupHost(ctx, strings.TrimSuffix(host, ".")+".")
+	host = strings.TrimSuffix(host, ".")
+	var addrs []string
+	for _, suffix := range []string{"." + p.namespace + ".svc.cluster.local.", ".svc.cluster.local.", ".cluster.local.", "."} {
+		if addrs, err = r.LookupHost(ctx, host+suffix); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +214,26 @@ func (k *kubeRun) plug(t *testing.T, args ...string) (int, string, string) {
 		t.Fatal(err)
 	}
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// startScript starts `plug -p kube -c -- sh -c script` as the developer,
+// with plug's stderr in the buffer returned, logged if t fails; the run
+// is killed when t ends.
+func (k *kubeRun) startScript(t *testing.T, script string) (*exec.Cmd, *tunneltest.Buffer) {
+	t.Helper()
+	run := k.command("-p", "kube", "-c", "--", "sh", "-c", script)
+	stderr := new(tunneltest.Buffer)
+	run.Stderr = stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		run.Process.Kill()
+		if t.Failed() {
+			t.Logf("plug:\n%s", stderr.String())
+		}
+	})
+	return run, stderr
 }
 
 // command is plug run as the developer.
@@ -240,13 +275,7 @@ func TestKubeServicesComeAndGo(t *testing.T) {
 until getent hosts late > /dev/null; do sleep 0.01; done; touch resolved
 until curl -sS --max-time 5 http://late/ > answer 2>/dev/null; do sleep 0.02; done; touch reached
 while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
-	run := k.command("-p", "kube", "-c", "--", "sh", "-c", script)
-	var stderr bytes.Buffer
-	run.Stderr = &stderr
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer run.Process.Kill()
+	run, stderr := k.startScript(t, script)
 	waitFile(t, filepath.Join(dir, "started"), 20*time.Second)
 	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: late}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n")
 	created := time.Now()

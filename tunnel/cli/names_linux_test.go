@@ -4,13 +4,17 @@ import (
 	"crypto/sha256"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/localnames"
 )
 
 // TestCommandReachesNamesByName: every form of a cluster name resolves for
@@ -64,7 +68,7 @@ func TestCommandHoldsNoCapability(t *testing.T) {
 // namespace with root's capabilities; only its mounts are its own.
 func TestRootKeepsItsPowers(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("run as root to test what root's runs keep")
+		clustertest.Unavailable(t, "run the tests as root to test what root's runs keep")
 	}
 	newCluster(t, useHome(t), "shop")
 	code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", "readlink /proc/self/ns/user /proc/self/ns/mnt; grep CapEff /proc/self/status")
@@ -178,22 +182,6 @@ func TestBadNamesAndPortsLeaveTheRestWorking(t *testing.T) {
 	}
 }
 
-// TestLowPortAnswersAfterSetup: a Service on port 80 answers by name once
-// plug setup has run; before, plug says to run it (see the test above).
-// TestSetupAndUndo runs it after plug setup.
-func TestLowPortAnswersAfterSetup(t *testing.T) {
-	if os.Getenv("PLUG_TEST_AFTER_SETUP") == "" {
-		t.Skip("run by TestSetupAndUndo, after plug setup")
-	}
-	c := newCluster(t, useHome(t), "shop")
-	c.platform.SetNames(k8sName("web", "shop", 80))
-	c.workload(t, "web:80", "hello from web")
-	code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "curl", "-sS", "--max-time", "5", "http://web/")
-	if code != 0 || !strings.Contains(stdout, "hello from web") {
-		t.Fatalf("port 80 does not answer after plug setup: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-}
-
 // lowPortsNeedSetup reports whether this user may not listen on port 80.
 func lowPortsNeedSetup(t *testing.T) bool {
 	if os.Geteuid() == 0 {
@@ -252,11 +240,40 @@ func fileSum(t *testing.T, path string) [32]byte {
 // waitFile waits for path to exist.
 func waitFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !pathExists(path) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %s", filepath.Base(path), within)
-		}
-		time.Sleep(10 * time.Millisecond)
+	clustertest.Until(t, within, filepath.Base(path)+" to appear", func() bool { return pathExists(path) })
+}
+
+// TestNamesHelperByHandChangesNoMount: the names helper started by hand as
+// root, outside the namespace plug makes for it, mounts nothing in the
+// machine's mount namespace: /etc/hosts and the propagation of / are as
+// they were.
+func TestNamesHelperByHandChangesNoMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		clustertest.Unavailable(t, "the names helper test needs root, to start the helper with the right to mount (sudo go test ./tunnel/cli/)")
 	}
+	before := mountsOf(t, "/", "/etc/hosts")
+	self, _ := os.Executable()
+	out, err := exec.Command(self, localnames.HelperArg, "probe").CombinedOutput()
+	t.Logf("helper: %v: %s", err, out)
+	if after := mountsOf(t, "/", "/etc/hosts"); after != before {
+		exec.Command("umount", "/etc/hosts").Run()
+		t.Fatalf("the names helper changed the machine's mounts:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// mountsOf returns the lines of this process's mount table whose mount
+// point is one of points.
+func mountsOf(t *testing.T, points ...string) string {
+	t.Helper()
+	table, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(table), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && slices.Contains(points, f[4]) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }

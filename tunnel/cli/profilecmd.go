@@ -29,7 +29,7 @@ A profile name is ` + keys.NameForm + `.
 	run: func(c *cli, args []string) error {
 		if len(args) == 0 || args[0] != "add" {
 			if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-				fmt.Fprint(c.stdout, lookup("profile").usage)
+				fmt.Fprint(c.stdout, c.lookup("profile").usage)
 				return nil
 			}
 			return usageError("profile", "profile takes a subcommand: plug profile add NAME --host HOST --port PORT --host-key 'ssh-ed25519 AAAA...'")

@@ -9,30 +9,70 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 
 	"plug/tunnel"
+	"plug/tunnel/cli/lifeline"
 )
 
 // execute carries out a checked plan: it connects to every profile's
 // agent, serves the names, runs CMD, and gives the names back when CMD
 // exits. It returns CMD's exit code as an *exitCode.
+//
+// With --env-from, the workload's environment is read first (env.go): a
+// workload that does not exist stops the run before any agent is asked
+// for anything else, and without CMD the run ends once the files are
+// written.
 func (c *cli) execute(p *plan) error {
+	var environ []string // CMD's environment; nil is plug's own
+	if p.env != nil {
+		env, err := c.fetchEnv(p)
+		if err != nil {
+			return err
+		}
+		if len(p.cmd) == 0 {
+			return nil
+		}
+		environ = env.cmd
+	} else if len(p.set) > 0 {
+		environ = overlay(os.Environ(), p.set)
+	}
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
+	if !p.tunnels() {
+		code, _ := c.supervise(p, p.cmd, nil, sigs, nil, environ, func() {})
+		return code
+	}
 	runs, err := c.open(p, sigs)
 	if err != nil {
 		return err
 	}
 	names := c.consume(runs) // the cluster's names for CMD: consume.go
 	defer names.close()
-	code, forced := c.supervise(p, runs, sigs, names)
+	argv, resolve, stop := p.cmd, names, func() {}
+	if p.docker {
+		d, err := newDockerRun(p.id, p.cmd)
+		if err != nil {
+			c.goodbye(runs, sigs)
+			return &exitCode{ExitNoCmd, err}
+		}
+		defer d.remove()
+		stdin, _ := c.stdin.(*os.File)
+		// The container resolves the names by its --add-host lines; the
+		// docker CLI itself needs none.
+		argv, resolve, stop = d.argv(names.hosts(), stdin), nil, d.stop
+	}
+	code, forced := c.supervise(p, argv, runs, sigs, resolve, environ, stop)
 	if !forced {
 		c.goodbye(runs, sigs)
+	} else {
+		c.closeVolumes(runs)
 	}
 	return code
 }
@@ -40,6 +80,7 @@ func (c *cli) execute(p *plan) error {
 // goodbye closes every session, so the agents give the names back at once.
 // A Ctrl-C meanwhile stops waiting for them.
 func (c *cli) goodbye(runs []*session, sigs <-chan os.Signal) {
+	c.closeVolumes(runs)
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
@@ -69,7 +110,8 @@ func (c *cli) goodbye(runs []*session, sigs <-chan os.Signal) {
 // session is a target's connected tunnel.
 type session struct {
 	*target
-	tunnel *tunnel.Session
+	tunnel  *tunnel.Session
+	volumes []*openVolume // unmounted, and their ports closed, before goodbye
 }
 
 // prefix labels a line about t when the run has several profiles.
@@ -111,6 +153,7 @@ func (c *cli) open(p *plan, sigs <-chan os.Signal) ([]*session, error) {
 }
 
 func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) {
+	tuneGC()
 	id, err := runID()
 	if err != nil {
 		return nil, err
@@ -118,12 +161,17 @@ func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) 
 	var runs []*session
 	for _, t := range p.targets {
 		prefix := p.prefix(t)
+		p.id = id
+		container := ""
+		if p.docker {
+			container = tunnel.ContainerDockerrun
+		}
 		sess, err := tunnel.Connect(ctx, tunnel.ClientConfig{
 			Addr:    t.profile.Addr(),
 			User:    t.user,
 			Signer:  t.signer,
 			HostKey: t.hostKey,
-			Run:     tunnel.RunInfo{ID: id, Version: tunnel.Version, Serves: len(t.serves) > 0},
+			Run:     tunnel.RunInfo{ID: id, Version: tunnel.Version, Serves: len(t.serves) > 0, Comment: t.comment, Container: container},
 			Events:  func(e tunnel.Event) { c.event(prefix, e) },
 			Profile: t.profile.Name,
 		})
@@ -133,15 +181,26 @@ func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) 
 		runs = append(runs, &session{target: t, tunnel: sess})
 		for _, s := range t.serves {
 			local := "127.0.0.1:" + strconv.Itoa(s.LocalPort)
-			served, err := sess.Serve(ctx, s.Name, s.ClusterPort, local)
-			if err != nil {
-				return runs, fmt.Errorf("%scannot serve %s:%d: %v", prefix, s.Name, s.ClusterPort, err)
+			var served tunnel.Served
+			var err error
+			if s.UDP {
+				served, err = sess.ServeUDP(ctx, s.Name, s.ClusterPort, local)
+			} else {
+				served, err = sess.ServeFiltered(ctx, s.Name, s.ClusterPort, local, p.filter)
 			}
-			line := fmt.Sprintf("plug: %s%s:%d → localhost:%d", prefix, s.Name, s.ClusterPort, s.LocalPort)
+			if err != nil {
+				return runs, fmt.Errorf("%scannot serve %s:%d%s: %v", prefix, s.Name, s.ClusterPort, s.suffix(), err)
+			}
+			line := fmt.Sprintf("plug: %s%s:%d%s → localhost:%d%s", prefix, s.Name, s.ClusterPort, s.suffix(), s.LocalPort, s.suffix())
 			if served.Detail != "" {
 				line += " (" + served.Detail + ")"
 			}
 			fmt.Fprintln(c.stderr, line)
+		}
+		s := runs[len(runs)-1]
+		s.volumes, err = c.openVolumes(ctx, p, s)
+		if err != nil {
+			return runs, err
 		}
 	}
 	return runs, nil
@@ -160,14 +219,18 @@ func (c *cli) event(prefix string, e tunnel.Event) {
 	}
 }
 
-// supervise runs CMD until it exits, forwarding signals to it and stopping
-// it when a session ends for good. forced is a second interrupt: CMD was
-// killed and plug exits at once, without goodbye.
-func (c *cli) supervise(p *plan, runs []*session, sigs <-chan os.Signal, names *consumer) (code *exitCode, forced bool) {
-	cmd, err := c.start(p.cmd, names)
+// supervise runs argv (CMD, or the docker run of a --dockerrun) with
+// environ (nil: plug's own) until it exits, forwarding signals to it and
+// stopping it when a session ends for good; stop is called too, in a
+// goroutine of its own, each time (a container is stopped by docker stop).
+// forced is a second interrupt: CMD was killed and plug exits at once,
+// without goodbye. A run without sessions has no names (nil).
+func (c *cli) supervise(p *plan, argv []string, runs []*session, sigs <-chan os.Signal, names *consumer, environ []string, stop func()) (code *exitCode, forced bool) {
+	cmd, tether, err := c.start(argv, names, environ)
 	if err != nil {
 		return err, false
 	}
+	defer tether.Cut() // what CMD left running ends with it
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -199,10 +262,11 @@ func (c *cli) supervise(p *plan, runs []*session, sigs <-chan os.Signal, names *
 			}
 			if interrupts >= 2 {
 				fmt.Fprintf(c.stderr, "plug: second interrupt: stopping %s at once\n", p.cmd[0])
-				cmd.Process.Kill()
+				tether.Cut()
 				return &exitCode{code: 128 + signalNumber(sig)}, true
 			}
 			forward(cmd.Process, sig)
+			go stop()
 		case l := <-lost:
 			if ended {
 				continue
@@ -214,27 +278,41 @@ func (c *cli) supervise(p *plan, runs []*session, sigs <-chan os.Signal, names *
 			}
 			fmt.Fprintf(c.stderr, "plug: %s%s\nplug: stopping %s\n", p.prefix(l.s.target), why, p.cmd[0])
 			interrupt(cmd.Process)
+			go stop()
 		}
 	}
 }
 
-// start starts CMD with plug's standard streams, resolving the cluster's
-// names.
-func (c *cli) start(argv []string, names *consumer) (*exec.Cmd, *exitCode) {
+// start starts CMD with plug's standard streams and environ (nil: plug's
+// own), resolving the cluster's names when there are any, tied to plug's
+// life (lifeline): CMD and what it starts never outlive plug.
+func (c *cli) start(argv []string, names *consumer, environ []string) (*exec.Cmd, *lifeline.Tether, *exitCode) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		code := ExitNoCmd
 		if errors.Is(err, os.ErrPermission) {
 			code = ExitNoExec
 		}
-		return nil, &exitCode{code, fmt.Errorf("cannot run %s: %v", argv[0], err)}
+		return nil, nil, &exitCode{code, fmt.Errorf("cannot run %s: %v", argv[0], err)}
 	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.stdout, c.stderr
-	if err := names.start(cmd); err != nil {
-		return nil, &exitCode{ExitNoExec, fmt.Errorf("cannot run %s: %v", argv[0], err)}
+	cmd.Env = environ
+	tether, err := lifeline.Tie(cmd)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "plug: warning: %v; if plug is killed, %s may go on running\n", err, filepath.Base(argv[0]))
 	}
-	return cmd, nil
+	start := cmd.Start
+	if names != nil {
+		start = func() error { return names.start(cmd) }
+	}
+	err = start()
+	tether.Started()
+	if err != nil {
+		tether.Cut()
+		return nil, nil, &exitCode{ExitNoExec, fmt.Errorf("cannot run %s: %v", argv[0], err)}
+	}
+	return cmd, tether, nil
 }
 
 // runID returns a new random run id.

@@ -9,15 +9,16 @@ import (
 )
 
 // ServeForm is the accepted form of -s, for messages.
-const ServeForm = "-s NAME:CLUSTERPORT:LOCALPORT, or -s PROFILE/NAME:CLUSTERPORT:LOCALPORT for one profile of several; e.g. -s web:8080:3000"
+const ServeForm = "-s NAME:CLUSTERPORT:LOCALPORT[/udp], or -s PROFILE/NAME:CLUSTERPORT:LOCALPORT[/udp] for one profile of several; e.g. -s web:8080:3000"
 
 // Serve is one -s: the cluster reaches Name:ClusterPort, forwarded to
-// localhost:LocalPort.
+// localhost:LocalPort, over TCP or, with UDP, over UDP.
 type Serve struct {
 	Profile     string // the profile it is for; "" means every profile of the run
 	Name        string // a DNS-1035 label
 	ClusterPort int
 	LocalPort   int
+	UDP         bool // both ports are UDP ports (a /udp suffix)
 }
 
 func (s Serve) String() string {
@@ -25,7 +26,15 @@ func (s Serve) String() string {
 	if s.Profile != "" {
 		name = s.Profile + "/" + name
 	}
-	return fmt.Sprintf("%s:%d:%d", name, s.ClusterPort, s.LocalPort)
+	return fmt.Sprintf("%s:%d:%d", name, s.ClusterPort, s.LocalPort) + s.suffix()
+}
+
+// suffix is "/udp" for a UDP port, "" for a TCP one.
+func (s Serve) suffix() string {
+	if s.UDP {
+		return "/udp"
+	}
+	return ""
 }
 
 // ServeError says why a -s value is refused.
@@ -38,14 +47,21 @@ func (e *ServeError) Error() string {
 	return fmt.Sprintf("-s %q: %s; the form is %s", e.Value, e.Reason, ServeForm)
 }
 
-// ParseServe parses the value of one -s, [PROFILE/]NAME:CLUSTERPORT:LOCALPORT.
+// ParseServe parses the value of one -s,
+// [PROFILE/]NAME:CLUSTERPORT:LOCALPORT[/tcp|/udp]: TCP (/tcp, the default,
+// may be said), or with /udp the UDP port CLUSTERPORT of NAME forwarded to
+// the UDP port LOCALPORT.
 func ParseServe(v string) (Serve, error) {
 	bad := func(format string, a ...any) (Serve, error) {
 		return Serve{}, &ServeError{Value: v, Reason: fmt.Sprintf(format, a...)}
 	}
 	var s Serve
-	rest := v
-	if profile, after, ok := strings.Cut(v, "/"); ok {
+	rest, udp := strings.CutSuffix(v, "/udp")
+	if !udp {
+		rest = strings.TrimSuffix(v, "/tcp")
+	}
+	s.UDP = udp
+	if profile, after, ok := strings.Cut(rest, "/"); ok {
 		if err := keys.ValidName(profile); err != nil {
 			return bad("%v", err)
 		}

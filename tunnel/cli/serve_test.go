@@ -23,12 +23,19 @@ func TestParseServe(t *testing.T) {
 			t.Errorf("%+v prints as %q, want %q", got, got.String(), in)
 		}
 	}
+	if got, err := ParseServe("prod/web:80:3000/tcp"); err != nil || got != (Serve{Profile: "prod", Name: "web", ClusterPort: 80, LocalPort: 3000}) {
+		t.Errorf("ParseServe with /tcp = %+v, %v", got, err)
+	}
+	if got, err := ParseServe("stats:8125:9125/udp"); err != nil || got != (Serve{Name: "stats", ClusterPort: 8125, LocalPort: 9125, UDP: true}) || got.String() != "stats:8125:9125/udp" {
+		t.Errorf("ParseServe with /udp = %+v, %v", got, err)
+	}
 	bad := map[string]string{
 		"":                               "1 part",
 		":80:3000":                       "NAME is empty",
 		"web":                            "1 part",
 		"web:80":                         "2 part",
 		"web:80:3000:1":                  "4 part",
+		"stats:8125:8125/udp/tcp":        "contains ':'",
 		"web:0:3000":                     "CLUSTERPORT 0 is not between 1 and 65535",
 		"web:80:65536":                   "LOCALPORT 65536 is not between 1 and 65535",
 		"web:80:x":                       `LOCALPORT "x" is not a number`,

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"plug/tunnel/localnames"
 )
 
 var setupCommand = &command{
@@ -39,15 +41,11 @@ What it changes:
 	run: func(c *cli, args []string) error {
 		fs := flags("setup")
 		undo := fs.Bool("undo", false, "")
-		pos, err := c.parse("setup", fs, args, true)
-		if err != nil {
+		if err := c.parseFlags("setup", fs, args); err != nil {
 			return err
 		}
-		if len(pos) > 0 {
-			return usageError("setup", "setup takes no arguments; got %q", pos[0])
-		}
 		if !isAdmin() {
-			return errors.New("plug setup changes this machine and needs root: " + setupHow)
+			return errors.New("plug setup changes this machine and needs root: " + localnames.SetupHow)
 		}
 		say := func(line string) { fmt.Fprintln(c.stdout, "plug setup: "+line) }
 		if *undo {
@@ -87,8 +85,17 @@ const setupMarker = "Written by plug setup; plug setup --undo removes it."
 
 // ours reports whether path is a file plug setup wrote.
 func ours(path string) bool {
+	_, ok := ourText(path)
+	return ok
+}
+
+// ourText is the text of path, when plug setup wrote it (ours).
+func ourText(path string) (string, bool) {
 	b, err := os.ReadFile(path)
-	return err == nil && strings.Contains(string(b), setupMarker)
+	if err != nil || !strings.Contains(string(b), setupMarker) {
+		return "", false
+	}
+	return string(b), true
 }
 
 // readValue reads a one-line value, such as a sysctl's.

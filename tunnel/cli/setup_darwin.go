@@ -5,13 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"plug/tunnel/localnames"
 )
-
-// setupHow is how plug setup is run here.
-const setupHow = "sudo plug setup"
-
-// isAdmin reports whether plug runs as root.
-func isAdmin() bool { return os.Geteuid() == 0 }
 
 // machineSteps are the changes plug setup makes on macOS.
 func machineSteps() []setupStep {
@@ -24,11 +20,11 @@ func machineSteps() []setupStep {
 // grantWrite and revokeWrite are the commands that add and remove the
 // developer's ACL entry on /etc/hosts.
 func grantWrite(user string) []string {
-	return []string{"/bin/chmod", "+a", "user:" + user + " allow write", hostsPath}
+	return []string{"/bin/chmod", "+a", "user:" + user + " allow write", localnames.HostsPath}
 }
 
 func revokeWrite(user string) []string {
-	return []string{"/bin/chmod", "-a", "user:" + user + " allow write", hostsPath}
+	return []string{"/bin/chmod", "-a", "user:" + user + " allow write", localnames.HostsPath}
 }
 
 // aliasesLabel is the launchd job that adds the loopback aliases at boot.

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"plug/tunnel/localnames"
 )
 
 // hostsAccess lets the developer's account write the machine's hosts file,
@@ -22,14 +24,14 @@ type hostsAccess struct {
 
 func (h hostsAccess) apply() (string, error) {
 	if ours(h.state) {
-		return "you may write " + hostsPath + " already", nil
+		return "you may write " + localnames.HostsPath + " already", nil
 	}
 	if h.user == "" || h.user == "root" {
-		return "", errors.New("run plug setup from your own account (" + setupHow + "), so that it knows whom to let write " + hostsPath)
+		return "", errors.New("run plug setup from your own account (" + localnames.SetupHow + "), so that it knows whom to let write " + localnames.HostsPath)
 	}
 	argv := grantWrite(h.user)
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("cannot let %s write %s: %v: %s", h.user, hostsPath, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("cannot let %s write %s: %v: %s", h.user, localnames.HostsPath, err, strings.TrimSpace(string(out)))
 	}
 	if err := os.MkdirAll(filepath.Dir(h.state), 0o755); err != nil {
 		return "", err
@@ -37,26 +39,23 @@ func (h hostsAccess) apply() (string, error) {
 	if err := os.WriteFile(h.state, []byte("# "+setupMarker+"\n"+h.user+"\n"), 0o644); err != nil {
 		return "", err
 	}
-	return h.user + " may write " + hostsPath + " (recorded in " + h.state + ")", nil
+	return h.user + " may write " + localnames.HostsPath + " (recorded in " + h.state + ")", nil
 }
 
 func (h hostsAccess) undo() (string, error) {
-	if !ours(h.state) {
+	text, ok := ourText(h.state)
+	if !ok {
 		return "", nil
 	}
-	b, err := os.ReadFile(h.state)
-	if err != nil {
-		return "", err
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	lines := strings.Split(strings.TrimSpace(text), "\n")
 	user := strings.TrimSpace(lines[len(lines)-1])
 	argv := revokeWrite(user)
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("cannot take back %s's right to write %s: %v: %s", user, hostsPath, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("cannot take back %s's right to write %s: %v: %s", user, localnames.HostsPath, err, strings.TrimSpace(string(out)))
 	}
 	if err := os.Remove(h.state); err != nil {
 		return "", err
 	}
 	os.Remove(filepath.Dir(h.state)) // only if empty
-	return "took back " + user + "'s right to write " + hostsPath, nil
+	return "took back " + user + "'s right to write " + localnames.HostsPath, nil
 }

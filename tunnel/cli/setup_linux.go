@@ -6,13 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"plug/tunnel/localnames"
 )
-
-// setupHow is how plug setup is run here.
-const setupHow = `sudo plug setup (or sudo "$(command -v plug)" setup when sudo does not find it)`
-
-// isAdmin reports whether plug runs as root.
-func isAdmin() bool { return os.Geteuid() == 0 }
 
 // machineSteps are the changes plug setup makes on Linux.
 func machineSteps() []setupStep {
@@ -75,15 +71,12 @@ func (l lowPorts) apply() (string, error) {
 }
 
 func (l lowPorts) undo() (string, error) {
-	if !ours(l.conf) {
+	text, ok := ourText(l.conf)
+	if !ok {
 		return "", nil
 	}
-	b, err := os.ReadFile(l.conf)
-	if err != nil {
-		return "", err
-	}
 	var previous string
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if v, ok := strings.CutPrefix(line, previousPrefix); ok {
 			previous = strings.TrimSpace(v)
 		}
@@ -120,7 +113,7 @@ type userNamespaces struct {
 }
 
 func (u userNamespaces) apply() (string, error) {
-	if advice := userNamespaceAdvice(); advice != "" && !strings.Contains(advice, "AppArmor") {
+	if advice := localnames.UserNamespaceAdvice(); advice != "" && !strings.Contains(advice, "AppArmor") {
 		return "", errors.New("runs cannot make a private /etc/hosts" + advice)
 	}
 	if v, _ := readValue(u.restricted); v != "1" {

@@ -3,9 +3,12 @@ package cli
 import (
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"plug/tunnel/clustertest"
 )
 
 // TestLowPortsSetupAndUndo runs the step on stand-in files: setup records
@@ -65,13 +68,22 @@ func pathExists(path string) bool {
 
 // TestSetupAndUndo prepares this very machine, checks that an unprivileged
 // developer's run then answers a Service's port 80 by name, and that
-// plug setup --undo leaves the machine as it found it.
+// plug setup --undo leaves the machine as it found it. A machine that plug
+// setup prepared before is unprepared first, and prepared again as it was
+// when the test ends (keepMachine).
 func TestSetupAndUndo(t *testing.T) {
+	if os.Getenv("PLUG_TEST_AFTER_SETUP") != "" {
+		lowPortAnswers(t) // the run as the developer, below
+		return
+	}
 	if os.Geteuid() != 0 {
-		t.Skip("plug setup changes the machine: run the tests as root to test it")
+		clustertest.Unavailable(t, "plug setup changes the machine: run the tests as root to test it")
+	}
+	keepMachine(t)
+	if code, stdout, stderr := runPlug(t, "setup", "--undo"); code != 0 {
+		t.Fatalf("plug setup --undo of an earlier setup: exit %d\n%s%s", code, stdout, stderr)
 	}
 	before := machineState(t)
-	t.Cleanup(func() { runPlug(t, "setup", "--undo") })
 	code, stdout, stderr := runPlug(t, "setup")
 	t.Logf("plug setup:\n%s%s", stdout, stderr)
 	if code != 0 || readText(t, "/proc/sys/net/ipv4/ip_unprivileged_port_start") != "0" {
@@ -81,7 +93,7 @@ func TestSetupAndUndo(t *testing.T) {
 	if code, stdout, _ := runPlug(t, "setup"); code != 0 || !maps.Equal(machineState(t), prepared) || !strings.Contains(stdout, "already") {
 		t.Fatalf("plug setup again changed something, or failed (exit %d):\n%s", code, stdout)
 	}
-	runAsUser(t, "TestLowPortAnswersAfterSetup", "PLUG_TEST_AFTER_SETUP=1")
+	runAsUser(t, "TestSetupAndUndo", "PLUG_TEST_AFTER_SETUP=1")
 	code, stdout, stderr = runPlug(t, "setup", "--undo")
 	t.Logf("plug setup --undo:\n%s%s", stdout, stderr)
 	if code != 0 {
@@ -92,19 +104,38 @@ func TestSetupAndUndo(t *testing.T) {
 	}
 }
 
+// lowPortAnswers: a Service on port 80 answers by name once plug setup has
+// run; before, plug says to run it (TestBadNamesAndPortsLeaveTheRestWorking).
+func lowPortAnswers(t *testing.T) {
+	c := newCluster(t, useHome(t), "shop")
+	c.platform.SetNames(k8sName("web", "shop", 80))
+	c.workload(t, "web:80", "hello from web")
+	code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "curl", "-sS", "--max-time", "5", "http://web/")
+	if code != 0 || !strings.Contains(stdout, "hello from web") {
+		t.Fatalf("port 80 does not answer after plug setup: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// setupFiles are what plug setup may change on Linux, by the name
+// machineState gives each.
+var setupFiles = map[string]string{
+	"net.ipv4.ip_unprivileged_port_start": "/proc/sys/net/ipv4/ip_unprivileged_port_start",
+	"/etc/sysctl.d/60-plug.conf":          "/etc/sysctl.d/60-plug.conf",
+	"/etc/apparmor.d/plug":                "/etc/apparmor.d/plug",
+}
+
+// absent is machineState's value for a file that does not exist.
+const absent = "(absent)"
+
 // machineState is what plug setup may change on Linux.
 func machineState(t *testing.T) map[string]string {
 	t.Helper()
 	state := map[string]string{}
-	for key, path := range map[string]string{
-		"net.ipv4.ip_unprivileged_port_start": "/proc/sys/net/ipv4/ip_unprivileged_port_start",
-		"/etc/sysctl.d/60-plug.conf":          "/etc/sysctl.d/60-plug.conf",
-		"/etc/apparmor.d/plug":                "/etc/apparmor.d/plug",
-	} {
+	for key, path := range setupFiles {
 		b, err := os.ReadFile(path)
 		switch {
 		case os.IsNotExist(err):
-			state[key] = "(absent)"
+			state[key] = absent
 		case err != nil:
 			t.Fatal(err)
 		default:
@@ -112,4 +143,40 @@ func machineState(t *testing.T) map[string]string {
 		}
 	}
 	return state
+}
+
+// keepMachine puts back, when t ends, what plug setup may change, as t
+// found it: a developer who ran plug setup keeps it through the tests,
+// whatever they set up and undo. What t set up is undone first (plug setup
+// --undo), then each file and the sysctl get the value they had; a profile
+// that was loaded into AppArmor is loaded again.
+func keepMachine(t *testing.T) {
+	t.Helper()
+	found := machineState(t)
+	t.Cleanup(func() {
+		if code, stdout, stderr := runPlug(t, "setup", "--undo"); code != 0 {
+			t.Errorf("plug setup --undo at the end: exit %d\n%s%s", code, stdout, stderr)
+		}
+		for key, path := range setupFiles {
+			var err error
+			switch {
+			case found[key] == absent:
+				if err = os.Remove(path); os.IsNotExist(err) {
+					err = nil
+				}
+			case key == "/etc/apparmor.d/plug":
+				if err = os.WriteFile(path, []byte(found[key]), 0o644); err == nil {
+					err = exec.Command("apparmor_parser", "-r", path).Run()
+				}
+			default:
+				err = os.WriteFile(path, []byte(found[key]), 0o644)
+			}
+			if err != nil {
+				t.Errorf("putting back %s: %v", key, err)
+			}
+		}
+		if now := machineState(t); !maps.Equal(now, found) {
+			t.Errorf("the machine is not as the test found it:\nfound %v\nnow   %v", found, now)
+		}
+	})
 }

@@ -5,10 +5,9 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/windows"
-)
 
-// setupHow is how plug setup is run here.
-const setupHow = "run plug setup in a Git Bash started as Administrator, from your own account"
+	"plug/tunnel/localnames"
+)
 
 // isAdmin reports whether plug runs elevated.
 func isAdmin() bool { return windows.GetCurrentProcessToken().IsElevated() }
@@ -23,9 +22,9 @@ func machineSteps() []setupStep {
 // grantWrite and revokeWrite are the commands that add and remove the
 // developer's ACL entry (modify) on the hosts file.
 func grantWrite(user string) []string {
-	return []string{"icacls", hostsPath, "/grant", user + ":(M)"}
+	return []string{"icacls", localnames.HostsPath, "/grant", user + ":(M)"}
 }
 
 func revokeWrite(user string) []string {
-	return []string{"icacls", hostsPath, "/remove:g", user}
+	return []string{"icacls", localnames.HostsPath, "/remove:g", user}
 }

@@ -102,8 +102,8 @@ func loadKube(path string) (*Kube, error) {
 		KubectlBin:    env["KUBECTL"],
 		NodeIP:        env["NODE_IP"],
 		NodeName:      env["NODE_NAME"],
-		PlugImage:     env["PLUG_IMAGE"],
-		WorkloadImage: env["WORKLOAD_IMAGE"],
+		PlugImage:     plugImage(env),
+		WorkloadImage: workloadImage(env),
 		PauseImage:    env["PAUSE_IMAGE"],
 	}, nil
 }
@@ -193,4 +193,56 @@ func (k *Kube) run(stdin string, args ...string) (string, error) {
 		return stdout.String(), &KubectlError{Args: args, Stderr: stderr.String(), Err: errors.Join(err, ctx.Err())}
 	}
 	return stdout.String(), nil
+}
+
+// NeedPlugImage returns plug's image, stopping the test like a missing
+// cluster when dist/plug-image.tar was not built before up.sh ran.
+func (k *Kube) NeedPlugImage(t testing.TB) string {
+	t.Helper()
+	return needPlugImage(t, k.PlugImage, "cluster", KubeUp)
+}
+
+// ApplyAgentManifest applies deploy/plug-k8s.yaml in the test's namespace
+// as an admin would, with image, and with the plug Service as a ClusterIP
+// (the NodePort 32222 is the demo's; tests run side by side). uid, when
+// set, is pinned the way OpenShift's restricted-v2 assigns one from the
+// namespace's range. edits change the text further, as an operator
+// editing the manifest would.
+func (k *Kube) ApplyAgentManifest(t testing.TB, image string, uid int, edits ...func(string) string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "plug-k8s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := strings.Replace(string(raw), "image: plug:dev", "image: "+image, 1)
+	m = strings.Replace(m, "  type: NodePort\n", "  type: ClusterIP\n", 1)
+	m = strings.Replace(m, "      nodePort: 32222\n", "", 1)
+	if uid != 0 {
+		m = strings.Replace(m, "        runAsNonRoot: true\n        seccompProfile:",
+			fmt.Sprintf("        runAsNonRoot: true\n        runAsUser: %d\n        runAsGroup: 0\n        seccompProfile:", uid), 1)
+	}
+	for _, edit := range edits {
+		m = edit(m)
+	}
+	k.Apply(t, m)
+}
+
+// repoRoot is the checkout's top directory: the nearest parent of the
+// test's directory that holds deploy/plug-k8s.yaml.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "deploy", "plug-k8s.yaml")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no deploy/plug-k8s.yaml above the test's directory")
+		}
+		dir = parent
+	}
 }

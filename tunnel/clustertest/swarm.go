@@ -28,7 +28,8 @@ type Swarm struct {
 
 	// Prefix is unique to the test, a DNS label of at most 49 characters:
 	// name what the test creates Prefix+"-something". Services, containers
-	// and networks whose names start with it are removed when the test ends.
+	// networks and volumes whose names start with it are removed when the
+	// test ends.
 	Prefix string
 }
 
@@ -57,11 +58,7 @@ func NeedSwarm(t testing.TB) *Swarm {
 // swarm when dist/plug-image.tar was not built before up.sh ran.
 func (s *Swarm) NeedPlugImage(t testing.TB) string {
 	t.Helper()
-	if s.PlugImage == "" {
-		missing(t, "plug's image in the test swarm", "./build.sh image && "+SwarmUp,
-			errors.New("swarm.env names no PLUG_IMAGE"))
-	}
-	return s.PlugImage
+	return needPlugImage(t, s.PlugImage, "swarm", SwarmUp)
 }
 
 // loadSwarm reads the env file up.sh writes.
@@ -80,8 +77,8 @@ func loadSwarm(path string) (*Swarm, error) {
 		Socket:        strings.TrimPrefix(env["DOCKER_HOST"], "unix://"),
 		Network:       env["SWARM_NETWORK"],
 		DockerBin:     env["DOCKER"],
-		PlugImage:     env["PLUG_IMAGE"],
-		WorkloadImage: env["WORKLOAD_IMAGE"],
+		PlugImage:     plugImage(env),
+		WorkloadImage: workloadImage(env),
 	}, nil
 }
 
@@ -125,21 +122,23 @@ func (s *Swarm) TryDocker(args ...string) (string, error) {
 	return strings.TrimSuffix(stdout.String(), "\n"), nil
 }
 
-// removeCreated removes the services, containers and networks named with
-// the test's prefix, and waits until they are gone: the engine removes a
-// service's tasks after the service, and a network once no task uses it.
+// removeCreated removes the services, containers, networks and volumes named
+// with the test's prefix, and waits until they are gone: the engine removes a
+// service's tasks after the service, a network once no task uses it, and a
+// volume once no container does.
 func (s *Swarm) removeCreated() error {
-	deadline := time.Now().Add(removeTimeout)
-	for {
-		left, err := s.removeRound()
-		if len(left) == 0 && err == nil {
-			return nil
+	var left []string
+	var refused error
+	if poll(removeTimeout, func() error {
+		left, refused = s.removeRound()
+		if len(left) > 0 || refused != nil {
+			return errNotYet
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still there after %v: %s (%w)", removeTimeout, strings.Join(left, " "), err)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return nil
+	}) != nil {
+		return fmt.Errorf("still there after %v: %s (%w)", removeTimeout, strings.Join(left, " "), refused)
 	}
+	return nil
 }
 
 // removeTimeout bounds how long a test's end waits for what it created to go.
@@ -153,6 +152,7 @@ func (s *Swarm) removeRound() (found []string, err error) {
 		{[]string{"service", "ls", "--format", "{{.Name}}"}, []string{"service", "rm"}},
 		{[]string{"ps", "--all", "--format", "{{.Names}}"}, []string{"rm", "--force"}},
 		{[]string{"network", "ls", "--format", "{{.Name}}"}, []string{"network", "rm"}},
+		{[]string{"volume", "ls", "--format", "{{.Name}}"}, []string{"volume", "rm"}},
 	} {
 		out, listErr := s.TryDocker(kind.list...)
 		if listErr != nil {

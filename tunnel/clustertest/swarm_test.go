@@ -11,14 +11,7 @@ import (
 func stopped(t *testing.T, ci string, need func(testing.TB)) *stopRecorder {
 	t.Setenv("PLUG_TEST_ENV_DIR", t.TempDir())
 	t.Setenv("CI", ci)
-	r := &stopRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		need(r)
-	}()
-	<-done
-	return r
+	return recorded(t, need)
 }
 
 func TestNeedSwarmWithoutSwarmSkipsOrFailsInCI(t *testing.T) {

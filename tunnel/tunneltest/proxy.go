@@ -81,8 +81,19 @@ func (p *Proxy) track(c net.Conn) bool {
 	return !p.frozen
 }
 
+// Retarget passes new connections to target from now on; live ones are
+// left as they are.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 func (p *Proxy) join(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", target)
 	if err != nil {
 		c.Close()
 		return

@@ -1,0 +1,54 @@
+// Package smb is an SMB 2/3 file server: it serves one directory as one
+// share to the clients every desktop has (Windows Explorer and net use,
+// macOS Finder, Linux mount.cifs and smbclient), for plug's volume helper.
+//
+// It speaks the dialects 2.0.2, 2.1, 3.0, 3.0.2 and 3.1.1 (the highest the
+// client offers wins; 3.1.1 with its preauthentication integrity hash,
+// SHA-512), authenticates one user with NTLMv2 in SPNEGO (package
+// smb/ntlm), signs with HMAC-SHA256, AES-128-CMAC or AES-128-GMAC, and
+// encrypts with AES-128/256-CCM or -GCM for clients that encrypt
+// (packages smb/internal/sign and smb/internal/seal).
+//
+// # Files
+//
+// Every path a client names is resolved beneath the share's root with
+// openat2(RESOLVE_BENEATH): a symbolic link is followed only while it stays
+// inside the root; one that leads out, an absolute name, or a ".." is
+// refused. Names are checked against the characters Windows forbids.
+// Files are created with the server process's uid and gid, mode 0666 and
+// directories 0777, less the process umask. Names are case-sensitive.
+// The read-only attribute is the owner's write bit; the other DOS
+// attributes and a creation time a client sets live in the user.plug.dos
+// xattr (by default a leading dot means hidden). A security descriptor is
+// synthesised from the mode and owner; setting one is accepted and
+// changes nothing (there is no ACL storage). Oplocks are granted and
+// broken; leases, durable handles, multichannel, streams and EAs are not
+// offered.
+//
+// # Limits
+//
+// What a peer can make the server spend is capped:
+//
+//   - connections at once: Config.MaxConns (default 32); more are closed
+//     at once
+//   - a message: MaxIOSize (1 MiB) of data plus 64 KiB; a longer transport
+//     frame closes the connection
+//   - credits a client holds: maxCredits (8192), so at most that many
+//     requests outstanding (they cost no memory of their own: see the next)
+//   - reads and writes in progress per connection: maxIO (8); the
+//     connection is not read while they are all busy, so a connection holds
+//     at most about (maxIO+2) × 1.1 MiB of buffers
+//   - open files per connection: maxOpens (16384)
+//   - sessions per connection: maxSessions (16); tree connects per
+//     session: maxTrees (64)
+//   - pending CHANGE_NOTIFY and blocking LOCK requests per connection:
+//     maxPending (256)
+//   - a connection must authenticate within handshakeTimeout (30 s)
+//
+// A malformed message gets an error status or, when the stream can no
+// longer be trusted (a bad transport frame, a message id outside the
+// credit window, an encrypted message that does not decrypt), the
+// connection is closed; other connections are not affected.
+//
+// The server runs on Linux only: New returns an error elsewhere.
+package smb

@@ -1,0 +1,255 @@
+//go:build linux
+
+package smb
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+	"sync"
+
+	"plug/smb/internal/wire"
+)
+
+// Change notification filters and actions (MS-FSCC 2.4.42, 2.7.1).
+const (
+	filterFileName   uint32 = 0x001
+	filterDirName    uint32 = 0x002
+	filterAttributes uint32 = 0x004
+	filterSize       uint32 = 0x008
+	filterLastWrite  uint32 = 0x010
+
+	notifyAdded      uint32 = 1
+	notifyRemoved    uint32 = 2
+	notifyModified   uint32 = 3
+	notifyRenamedOld uint32 = 4
+	notifyRenamedNew uint32 = 5
+
+	watchTree = 0x0001
+
+	// maxNotifyEvents caps the changes a watch keeps between requests;
+	// past it the client is told to enumerate the directory again.
+	maxNotifyEvents = 1024
+)
+
+// notifyWatch is the change notification state of a directory open:
+// changes that arrive between CHANGE_NOTIFY requests are kept for the
+// next one. Its fields are guarded by watches.mu.
+type notifyWatch struct {
+	o        *open
+	dir      string
+	tree     bool
+	filter   uint32
+	events   []notifyEvent
+	overflow bool
+	waiting  []*notifyWait // pending requests, oldest first
+}
+
+type notifyEvent struct {
+	action uint32
+	name   string // relative to the watched directory, '\'-separated
+}
+
+// notifyWait is a pending CHANGE_NOTIFY.
+type notifyWait struct {
+	op    *asyncOp
+	limit uint32
+}
+
+// watches are the server's change notifications.
+type watches struct {
+	mu  sync.Mutex
+	all map[*notifyWatch]struct{}
+}
+
+// changeNotify answers CHANGE_NOTIFY: at once when changes are waiting,
+// else later.
+func (c *conn) changeNotify(r *request) uint32 {
+	b := r.body
+	le := binary.LittleEndian
+	flags := le.Uint16(b[2:])
+	limit := le.Uint32(b[4:])
+	filter := le.Uint32(b[24:])
+	o, status := c.fileFor(r, b[8:24])
+	if status != wire.StatusSuccess {
+		return status
+	}
+	if limit > c.maxSize() || !c.chargeOK(r, limit) || !o.isDir {
+		return wire.StatusInvalidParameter
+	}
+	if o.access&accReadData == 0 {
+		return wire.StatusAccessDenied
+	}
+	w := &c.srv.watches
+	w.mu.Lock()
+	o.mu.Lock()
+	nw := o.notify
+	if nw == nil {
+		nw = &notifyWatch{o: o, dir: o.node.path, tree: flags&watchTree != 0, filter: filter}
+		o.notify = nw
+		if w.all == nil {
+			w.all = map[*notifyWatch]struct{}{}
+		}
+		w.all[nw] = struct{}{}
+	}
+	o.mu.Unlock()
+	if len(nw.waiting) == 0 && (len(nw.events) > 0 || nw.overflow) {
+		st, body := nw.take(limit)
+		w.mu.Unlock()
+		if body != nil {
+			r.out = body(r.out)
+		}
+		return st
+	}
+	w.mu.Unlock()
+	wait := &notifyWait{limit: limit}
+	op, st := c.goAsync(r, func() { c.srv.watches.end(nw, wait, wire.StatusCancelled) })
+	if op == nil {
+		return st
+	}
+	wait.op = op
+	w.mu.Lock()
+	o.mu.Lock()
+	closed := o.notify != nw
+	o.mu.Unlock()
+	switch {
+	case closed:
+		w.mu.Unlock()
+		op.complete(wire.StatusNotifyCleanup, nil)
+	case len(nw.waiting) == 0 && (len(nw.events) > 0 || nw.overflow):
+		st, body := nw.take(limit)
+		w.mu.Unlock()
+		op.complete(st, body)
+	default:
+		nw.waiting = append(nw.waiting, wait)
+		w.mu.Unlock()
+	}
+	return wire.StatusPending
+}
+
+// take removes the kept changes for a response of at most limit bytes.
+func (nw *notifyWatch) take(limit uint32) (uint32, func([]byte) []byte) {
+	events, overflow := nw.events, nw.overflow
+	nw.events, nw.overflow = nil, false
+	size := 0
+	for _, e := range events {
+		size = wire.Align8(size) + 12 + wire.UTF16Len(e.name)
+	}
+	if overflow || size > int(limit) {
+		return wire.StatusNotifyEnumDir, nil
+	}
+	return wire.StatusSuccess, func(b []byte) []byte {
+		le := binary.LittleEndian
+		b = le.AppendUint16(b, 9)
+		b = le.AppendUint16(b, wire.HeaderSize+8)
+		lenAt := len(b)
+		b = le.AppendUint32(b, 0)
+		data := len(b)
+		prev := -1
+		for _, e := range events {
+			at := wire.Align8(len(b) - data)
+			for len(b)-data < at {
+				b = append(b, 0)
+			}
+			if prev >= 0 {
+				le.PutUint32(b[data+prev:], uint32(at-prev))
+			}
+			prev = at
+			b = le.AppendUint32(b, 0)
+			b = le.AppendUint32(b, e.action)
+			b = le.AppendUint32(b, uint32(wire.UTF16Len(e.name)))
+			b = wire.AppendUTF16(b, e.name)
+		}
+		le.PutUint32(b[lenAt:], uint32(len(b)-data))
+		return b
+	}
+}
+
+// end completes the waiting request wait of nw with status, if it still
+// waits.
+func (w *watches) end(nw *notifyWatch, wait *notifyWait, status uint32) {
+	w.mu.Lock()
+	nw.waiting = slices.DeleteFunc(nw.waiting, func(x *notifyWait) bool { return x == wait })
+	w.mu.Unlock()
+	if wait.op != nil {
+		wait.op.complete(status, nil)
+	}
+}
+
+// cleanup ends a watch whose open closes: its waiting request completes
+// with STATUS_NOTIFY_CLEANUP.
+func (nw *notifyWatch) cleanup() {
+	w := &nw.o.conn.srv.watches
+	w.mu.Lock()
+	delete(w.all, nw)
+	waiting := nw.waiting
+	nw.waiting = nil
+	w.mu.Unlock()
+	for _, wait := range waiting {
+		wait.op.complete(wire.StatusNotifyCleanup, nil)
+	}
+}
+
+// notifyChange tells the watches of the directories that see path that
+// it changed.
+func (s *Server) notifyChange(path string, action uint32, isDir bool) {
+	s.notifyFiltered(path, action, isDir, 0)
+}
+
+// notifyFiltered is notifyChange for a change that only filter (when
+// set) selects: a size, an attribute, a time.
+func (s *Server) notifyFiltered(path string, action uint32, isDir bool, filter uint32) {
+	if filter == 0 {
+		filter = filterFileName
+		if isDir {
+			filter = filterDirName
+		}
+		if action == notifyModified {
+			filter = filterSize | filterLastWrite
+		}
+	}
+	w := &s.watches
+	w.mu.Lock()
+	var ready []func()
+	for nw := range w.all {
+		rel, ok := relativeTo(nw.dir, path, nw.tree)
+		if !ok || nw.filter&filter == 0 {
+			continue
+		}
+		if n := len(nw.events); n > 0 && nw.events[n-1] == (notifyEvent{action, rel}) {
+			continue
+		}
+		if len(nw.events) >= maxNotifyEvents {
+			nw.overflow = true
+			nw.events = nil
+		} else if !nw.overflow {
+			nw.events = append(nw.events, notifyEvent{action, rel})
+		}
+		if len(nw.waiting) > 0 {
+			wait := nw.waiting[0]
+			nw.waiting = nw.waiting[1:]
+			st, body := nw.take(wait.limit)
+			ready = append(ready, func() { wait.op.complete(st, body) })
+		}
+	}
+	w.mu.Unlock()
+	for _, f := range ready {
+		f()
+	}
+}
+
+// relativeTo is path relative to dir, '\'-separated, when a watch of dir
+// (of its whole tree with tree) sees it.
+func relativeTo(dir, path string, tree bool) (string, bool) {
+	rel := path
+	if dir != "" {
+		if !strings.HasPrefix(path, dir+"/") {
+			return "", false
+		}
+		rel = path[len(dir)+1:]
+	}
+	if rel == "" || !tree && strings.Contains(rel, "/") {
+		return "", false
+	}
+	return strings.ReplaceAll(rel, "/", `\`), true
+}

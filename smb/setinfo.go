@@ -1,0 +1,337 @@
+//go:build linux
+
+package smb
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+
+	"plug/smb/internal/wire"
+)
+
+func (c *conn) setInfo(r *request) uint32 {
+	b := r.body
+	le := binary.LittleEndian
+	typ, class := b[2], b[3]
+	buf, err := wire.Field(r.msg, uint32(le.Uint16(b[8:])), le.Uint32(b[4:]), wire.HeaderSize+32)
+	if err != nil {
+		return wire.StatusInvalidParameter
+	}
+	addl := le.Uint32(b[12:])
+	o, status := c.fileFor(r, b[16:32])
+	if status != wire.StatusSuccess {
+		return status
+	}
+	switch typ {
+	case infoFile:
+		status = c.setFileInfo(r, o, class, buf)
+	case infoSecurity:
+		// No ACL storage: a descriptor is accepted and changes nothing,
+		// for those allowed to set one.
+		if addl&(ownerSecurity|groupSecurity) != 0 && o.access&accWriteOwner == 0 || addl&daclSecurity != 0 && o.access&accWriteDAC == 0 {
+			return wire.StatusAccessDenied
+		}
+	case infoFilesystem, infoQuota:
+		return wire.StatusNotSupported
+	default:
+		return wire.StatusInvalidParameter
+	}
+	if status == wire.StatusSuccess {
+		r.out = le.AppendUint16(r.out, 2)
+	}
+	return status
+}
+
+// setFileInfo sets one file information class.
+func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 {
+	le := binary.LittleEndian
+	need := map[uint8]int{
+		fileBasicInformation: 36, fileRenameInformation: 20, fileLinkInformation: 20,
+		fileDispositionInformation: 1, filePositionInformation: 8, fileModeInformation: 4,
+		fileAllocationInformation: 8, fileEndOfFileInformation: 8, fileDispositionInformationEx: 4,
+		fileFullEaInformation: 0,
+	}
+	n, known := need[class]
+	if !known {
+		return wire.StatusInvalidInfoClass
+	}
+	if len(buf) < n {
+		return wire.StatusInfoLengthMismatch
+	}
+	switch class {
+	case fileBasicInformation:
+		return c.setBasic(o, buf)
+	case fileRenameInformation, fileLinkInformation:
+		return c.rename(r, o, buf, class == fileLinkInformation)
+	case fileDispositionInformation:
+		return c.setDelete(o, buf[0] != 0)
+	case fileDispositionInformationEx:
+		return c.setDelete(o, le.Uint32(buf)&1 != 0)
+	case filePositionInformation:
+		o.mu.Lock()
+		o.position = le.Uint64(buf)
+		o.mu.Unlock()
+		return wire.StatusSuccess
+	case fileModeInformation:
+		if le.Uint32(buf)&^(optWriteThrough|optSequential|optSyncAlert|optSyncNonAlert) != 0 {
+			return wire.StatusInvalidParameter
+		}
+		return wire.StatusSuccess
+	case fileAllocationInformation, fileEndOfFileInformation:
+		if o.isDir {
+			return wire.StatusInvalidParameter
+		}
+		if o.access&(accWriteData|accAppendData) == 0 {
+			return wire.StatusAccessDenied
+		}
+		size := le.Uint64(buf)
+		if size > 1<<62 {
+			return wire.StatusInvalidParameter
+		}
+		if class == fileAllocationInformation {
+			// Only shrinking below the end of file changes anything.
+			st, err := fstat(o.fd)
+			if err != nil {
+				return ntStatus(err)
+			}
+			if int64(size) >= st.size {
+				return wire.StatusSuccess
+			}
+		}
+		c.srv.files.breakLevelII(o)
+		o.io.RLock()
+		err := unix.Ftruncate(o.fd, int64(size))
+		o.io.RUnlock()
+		if err != nil {
+			return ntStatus(err)
+		}
+		c.srv.notifyFiltered(o.node.path, notifyModified, false, filterSize)
+		return wire.StatusSuccess
+	case fileFullEaInformation:
+		return wire.StatusEASNotSupported
+	}
+	return wire.StatusInvalidInfoClass
+}
+
+// setBasic sets times and attributes: a time of 0 or -1 is left as it is;
+// the change time follows the last write time and is not set on its own;
+// the creation time and the attributes other than read-only (of a file:
+// the owner's write bit) are kept in the dosXattr.
+func (c *conn) setBasic(o *open, buf []byte) uint32 {
+	le := binary.LittleEndian
+	if o.access&accWriteAttr == 0 {
+		return wire.StatusAccessDenied
+	}
+	crtime, atime, mtime := le.Uint64(buf), le.Uint64(buf[8:]), le.Uint64(buf[16:])
+	attrs := le.Uint32(buf[32:])
+	if attrs&attrDirectory != 0 && !o.isDir || attrs&^attrAllMask != 0 || o.isDir && attrs&attrTemporary != 0 {
+		return wire.StatusInvalidParameter
+	}
+	given := func(ft uint64) bool { return ft != 0 && ft != ^uint64(0) && ft != ^uint64(1) }
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+	if given(atime) {
+		sec, nsec := wire.FiletimeUnix(atime)
+		ts[0] = unix.Timespec{Sec: sec, Nsec: nsec}
+	}
+	if given(mtime) {
+		sec, nsec := wire.FiletimeUnix(mtime)
+		ts[1] = unix.Timespec{Sec: sec, Nsec: nsec}
+	}
+	p := procPath(o.fd)
+	if ts[0].Nsec != unix.UTIME_OMIT || ts[1].Nsec != unix.UTIME_OMIT {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
+			return ntStatus(err)
+		}
+	}
+	st, err := fstat(o.fd)
+	if err != nil {
+		return ntStatus(err)
+	}
+	if attrs != 0 && !o.isDir {
+		mode := st.mode & 07777
+		if attrs&attrReadonly != 0 {
+			mode &^= 0222
+		} else if mode&0200 == 0 {
+			mode |= 0200
+		}
+		if mode != st.mode&07777 {
+			if err := unix.Fchmodat(unix.AT_FDCWD, p, mode, 0); err != nil {
+				return ntStatus(err)
+			}
+		}
+	}
+	if given(crtime) || attrs != 0 {
+		keep := c.attrs(o.node.path, &st) & attrStored
+		if attrs != 0 {
+			keep = attrs & attrStored
+		}
+		var ct uint64
+		if st.hasDos || given(crtime) {
+			ct = st.btime
+		}
+		if given(crtime) {
+			ct = crtime
+		}
+		writeDos(o.fd, keep, ct)
+	}
+	c.srv.notifyFiltered(o.node.path, notifyModified, o.isDir, filterAttributes|filterLastWrite)
+	return wire.StatusSuccess
+}
+
+// setDelete sets or clears the pending delete of o's file.
+func (c *conn) setDelete(o *open, del bool) uint32 {
+	if o.access&accDelete == 0 {
+		return wire.StatusAccessDenied
+	}
+	if del {
+		st, err := fstat(o.fd)
+		if err != nil {
+			return ntStatus(err)
+		}
+		if !o.isDir && st.mode&0200 == 0 {
+			return wire.StatusCannotDelete
+		}
+		if o.isDir {
+			if o.node.path == "" {
+				return wire.StatusAccessDenied
+			}
+			if empty, err := dirEmpty(o.fd); err != nil {
+				return ntStatus(err)
+			} else if !empty {
+				return wire.StatusDirectoryNotEmpty
+			}
+		}
+	}
+	ft := &c.srv.files
+	ft.mu.Lock()
+	o.node.deletePending = del
+	ft.mu.Unlock()
+	return wire.StatusSuccess
+}
+
+// dirEmpty reports whether the directory fd has no entries but . and ..
+func dirEmpty(fd int) (bool, error) {
+	dfd, err := reopen(fd, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(dfd)
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.ReadDirent(dfd, buf)
+		if err != nil {
+			return false, err
+		}
+		if n == 0 {
+			return true, nil
+		}
+		if _, c, _ := unix.ParseDirent(buf[:n], 1, nil); c > 0 {
+			return false, nil
+		}
+	}
+}
+
+// rename renames o's file (or links it, with link) to the path buf names.
+func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
+	le := binary.LittleEndian
+	replace := buf[0] != 0
+	n := le.Uint32(buf[16:])
+	if uint64(n) > uint64(len(buf)-20) || le.Uint64(buf[8:]) != 0 {
+		return wire.StatusInvalidParameter
+	}
+	raw := buf[20 : 20+n]
+	name, err := wire.DecodeUTF16(raw)
+	if err != nil || name == "" {
+		return wire.StatusObjectNameInvalid
+	}
+	if name[0] == '\\' {
+		name = name[1:]
+	}
+	target, status := cleanPath(name)
+	if status != wire.StatusSuccess {
+		return status
+	}
+	if !link && o.access&accDelete == 0 {
+		return wire.StatusAccessDenied
+	}
+	ft := &c.srv.files
+	ft.mu.Lock()
+	src := o.node.path
+	ft.mu.Unlock()
+	if src == "" {
+		return wire.StatusAccessDenied
+	}
+	if target == src {
+		if link {
+			return wire.StatusObjectNameCollision
+		}
+		return wire.StatusSuccess
+	}
+	if !link && o.isDir && ft.openBelow(src, o.node) {
+		return wire.StatusAccessDenied
+	}
+	root := c.srv.root
+	sdir, sbase := splitPath(src)
+	ddir, dbase := splitPath(target)
+	sfd, err := root.openDir(sdir)
+	if err != nil {
+		return ntStatus(err)
+	}
+	defer unix.Close(sfd)
+	dfd, err := root.openDir(ddir)
+	if err != nil {
+		return wire.StatusObjectPathNotFound
+	}
+	defer unix.Close(dfd)
+	// As on Windows and Samba: the directory renamed into must not be
+	// open with delete access.
+	if dst, err := fstat(dfd); err == nil && ft.openWith(dst.key(), accDelete) {
+		return wire.StatusSharingViolation
+	}
+	if existing, err := lstatAt(dfd, dbase); err == nil {
+		if !replace {
+			return wire.StatusObjectNameCollision
+		}
+		if existing.isDir() {
+			return wire.StatusAccessDenied
+		}
+		ft.mu.Lock()
+		busy := ft.nodes[existing.key()] != nil && existing.key() != o.node.key
+		ft.mu.Unlock()
+		if busy {
+			return wire.StatusAccessDenied
+		}
+	}
+	if link {
+		if o.isDir {
+			return wire.StatusFileIsADirectory
+		}
+		if replace {
+			unix.Unlinkat(dfd, dbase, 0)
+		}
+		if err := unix.Linkat(sfd, sbase, dfd, dbase, 0); err != nil {
+			return ntStatus(err)
+		}
+		c.srv.notifyChange(target, notifyAdded, false)
+		return wire.StatusSuccess
+	}
+	flags := uint(unix.RENAME_NOREPLACE)
+	if replace {
+		flags = 0
+	}
+	if err := unix.Renameat2(sfd, sbase, dfd, dbase, flags); err != nil {
+		return ntStatus(err)
+	}
+	ft.mu.Lock()
+	o.node.path = target
+	ft.mu.Unlock()
+	if sdir == ddir {
+		c.srv.notifyChange(src, notifyRenamedOld, o.isDir)
+		c.srv.notifyChange(target, notifyRenamedNew, o.isDir)
+	} else {
+		c.srv.notifyChange(src, notifyRemoved, o.isDir)
+		c.srv.notifyChange(target, notifyAdded, o.isDir)
+	}
+	return wire.StatusSuccess
+}

@@ -1,0 +1,86 @@
+package swarmplatform
+
+import (
+	"maps"
+
+	"plug/tunnel"
+)
+
+// holding is a name this agent serves: its relay and the bindings on it.
+type holding struct {
+	relayID  string
+	parked   string // ID of the parked service, if the name was taken over
+	bindings map[int]tunnel.Binding
+	warned   bool // the developer was told the takeover was reverted
+}
+
+// addBinding records that this agent serves b through the relay relayID
+// (which parked the service parked, if not empty).
+func (p *Platform) addBinding(b tunnel.Binding, relayID, parked string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.held[b.Name]
+	if h == nil || h.relayID != relayID {
+		h = &holding{relayID: relayID, parked: parked, bindings: map[int]tunnel.Binding{}}
+		p.held[b.Name] = h
+	}
+	h.bindings[b.Port] = b
+}
+
+// dropBinding forgets one port of a name this agent serves, and the name
+// when that was its last port.
+func (p *Platform) dropBinding(name string, port int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h := p.held[name]; h != nil {
+		delete(h.bindings, port)
+		if len(h.bindings) == 0 {
+			delete(p.held, name)
+		}
+	}
+}
+
+// markWarned records that the developer was told the takeover of name was
+// reverted, so they are told once: it reports whether this is the first
+// time.
+func (p *Platform) markWarned(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.held[name]
+	if h == nil || h.warned {
+		return false
+	}
+	h.warned = true
+	return true
+}
+
+// forget forgets a name this agent served.
+func (p *Platform) forget(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.held, name)
+}
+
+// relayHeld returns the ID of the relay through which this agent serves
+// name, or "".
+func (p *Platform) relayHeld(name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h := p.held[name]; h != nil {
+		return h.relayID
+	}
+	return ""
+}
+
+// holdings returns a copy of what this agent serves, by name.
+func (p *Platform) holdings() map[string]holding {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]holding, len(p.held))
+	for name, h := range p.held {
+		c := *h
+		c.bindings = maps.Clone(h.bindings)
+		out[name] = c
+	}
+	return out
+}

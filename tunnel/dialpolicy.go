@@ -1,0 +1,215 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The dial policy decides what a run may reach through the agent (ssh -L,
+// plug -c, a run's own connections). By default a run reaches the
+// cluster's names, as the Platform's WatchNames lists them (Services; Swarm
+// service names and aliases), on their ports, and nothing else: not an
+// address given as such, not a name of a namespace the operator has not
+// offered (the Platform's ExplainName says how to offer it). The operator
+// widens it with address ranges (PLUG_DIAL, Agent.Dial): a run may then
+// also dial any address in them, by address or by a name that resolves
+// into them.
+//
+// Whatever a name resolves to, some addresses stay refused: loopback (the
+// agent's own ports), link-local (169.254.0.0/16 and fe80::/10, where
+// clouds answer for their metadata and credentials), unspecified and
+// multicast addresses, and the ones the Platform protects
+// (ProtectedAddrs: the node's, the API server's, the agent's own, plug's
+// own Services'). Only an entry of PLUG_DIAL that names such an address
+// alone (a /32 or /128) allows it; a wider range does not. A cluster name
+// may stand for a protected address (ClusterName.Protected: kubernetes.default
+// for the API server's Service address, once the operator offers the
+// namespace default): a run reaches that address by that name, on the
+// name's ports, and still by no other name, range or address. The agent
+// adds nothing to such a connection: it carries bytes, and TLS runs end to
+// end between the run's program and the API server, with the developer's
+// own credentials or none. The addresses are checked on the
+// connection as it is made, after DNS, so that a name that resolves
+// somewhere else by the time it is dialled (DNS rebinding) is still
+// refused.
+
+// DialRefusedError is a dial the agent's policy refuses: Rule names the
+// rule, Text says what to do.
+type DialRefusedError struct {
+	Address string // what was dialled, "host:port" or the address connected to
+	Rule    string // "cluster names", "loopback", "link-local", "protected", "PLUG_DIAL"...
+	Text    string
+}
+
+func (e *DialRefusedError) Error() string {
+	return fmt.Sprintf("the agent's dial policy refuses %s (rule: %s): %s", e.Address, e.Rule, e.Text)
+}
+
+// ParseDial reads PLUG_DIAL: address ranges (CIDR, or single addresses)
+// separated by commas or spaces. An empty string is no range.
+func ParseDial(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, fmt.Errorf("PLUG_DIAL: %q is neither an address range (10.0.0.0/8, fd00::/8) nor an address", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// dialPolicy is the policy of one agent.
+type dialPolicy struct {
+	allow     []netip.Prefix      // PLUG_DIAL
+	protected func() []netip.Addr // the Platform's ProtectedAddrs; nil for none
+	explain   func(string) string // the Platform's ExplainName (NameNoter); nil for none
+}
+
+// nameRule checks host:port before anything is dialled: it returns the
+// cluster's name host is (nil if none), and refuses what the policy does
+// not let a run dial at all. network is "tcp" or "udp": a name's ports of
+// that protocol are the ones it may be dialled on.
+func (p *dialPolicy) nameRule(c Catalog, known bool, network, host string, port int) (byName *ClusterName, err error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	_, err = netip.ParseAddr(host)
+	isName := err != nil // a name, not an address
+	if isName {
+		for _, n := range c.Names {
+			if n.Name != name && !slices.Contains(n.Aliases, name) {
+				continue
+			}
+			ports := n.Ports
+			if network == "udp" {
+				ports = n.UDPPorts
+			}
+			if len(n.Ports) == 0 && len(n.UDPPorts) == 0 || slices.Contains(ports, port) {
+				return &n, nil
+			}
+			if len(p.allow) == 0 {
+				return nil, &DialRefusedError{Address: addr, Rule: "cluster names and their ports",
+					Text: fmt.Sprintf("%s answers on %s port %s, not %d", n.Name, strings.ToUpper(network), joinPorts(ports), port)}
+			}
+		}
+	}
+	if len(p.allow) > 0 {
+		return nil, nil // checked on the address connected to
+	}
+	why := "it is not one of the cluster's names"
+	if p.explain != nil && isName {
+		if more := p.explain(name); more != "" {
+			why += ": " + more
+		}
+	}
+	if !known {
+		why = "the agent does not know the cluster's names yet; try again in a moment"
+	} else if c.Unavailable != "" {
+		why = "the agent cannot tell the cluster's names right now (" + c.Unavailable + ")"
+	} else if len(c.Notes) > 0 {
+		why += " (the agent says: " + strings.Join(c.Notes, "; ") + ")"
+	}
+	return nil, &DialRefusedError{Address: addr, Rule: "cluster names",
+		Text: why + "; a run reaches the cluster's names (Services, Swarm services and their aliases) on their ports, and the addresses the cluster admin allows with PLUG_DIAL"}
+}
+
+// addrRule checks the address a connection is about to be made to: one
+// the cluster's name byName resolved to, or (byName nil) any other.
+func (p *dialPolicy) addrRule(ip netip.Addr, byName *ClusterName) error {
+	ip = ip.Unmap()
+	alone := slices.ContainsFunc(p.allow, func(a netip.Prefix) bool { return a.IsSingleIP() && a.Addr() == ip })
+	if alone {
+		return nil
+	}
+	refuse := func(rule, what string) error {
+		return &DialRefusedError{Address: ip.String(), Rule: rule,
+			Text: what + ", which runs may not reach through the agent unless the cluster admin lists this address alone in PLUG_DIAL"}
+	}
+	switch {
+	case ip.IsLoopback():
+		return refuse("loopback", "it is a loopback address, the agent's own")
+	case ip.IsLinkLocalUnicast():
+		return refuse("link-local", "it is a link-local address (where clouds answer for their metadata and credentials)")
+	case ip.IsUnspecified() || ip.IsMulticast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast():
+		return refuse("special", "it is not an address of a host")
+	case p.protected != nil && slices.Contains(p.protected(), ip):
+		if byName != nil && slices.Contains(byName.Protected, ip) {
+			return nil // the address the name stands for
+		}
+		return refuse("protected", "it is the node's, the API server's or the agent's own address")
+	}
+	if byName != nil || slices.ContainsFunc(p.allow, func(a netip.Prefix) bool { return a.Contains(ip) }) {
+		return nil
+	}
+	return &DialRefusedError{Address: ip.String(), Rule: "PLUG_DIAL",
+		Text: "it is in none of the ranges the cluster admin allows with PLUG_DIAL"}
+}
+
+// control is a net.Dialer Control that applies addrRule.
+func (p *dialPolicy) control(byName *ClusterName) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return &DialRefusedError{Address: address, Rule: "special", Text: "not an IP address and port"}
+		}
+		return p.addrRule(ap.Addr(), byName)
+	}
+}
+
+type dialControlKey struct{}
+
+// DialControl is the Control a Platform's DialContext must give the
+// net.Dialer it connects with, so that the agent's dial policy applies to
+// the address actually connected to: it refuses with a
+// *DialRefusedError what the policy refuses. It is nil when ctx carries no
+// policy (the Platform's own dials, e.g. the path proof's).
+func DialControl(ctx context.Context) func(network, address string, c syscall.RawConn) error {
+	f, _ := ctx.Value(dialControlKey{}).(func(network, address string, c syscall.RawConn) error)
+	return f
+}
+
+// withDialControl returns ctx carrying control for the Platform's
+// DialContext.
+func withDialControl(ctx context.Context, control func(network, address string, c syscall.RawConn) error) context.Context {
+	return context.WithValue(ctx, dialControlKey{}, control)
+}
+
+// dialForRun dials host:port over network ("tcp" or "udp") for a run,
+// within the agent's dial policy.
+func (a *Agent) dialForRun(ctx context.Context, network, host string, port int) (net.Conn, error) {
+	c, known, _ := a.names.get()
+	byName, err := a.dial.nameRule(c, known, network, host, port)
+	if err != nil {
+		return nil, err
+	}
+	ctx = withDialControl(ctx, a.dial.control(byName))
+	conn, err := a.Platform.DialContext(ctx, network, net.JoinHostPort(host, strconv.Itoa(port)))
+	var refused *DialRefusedError
+	if errors.As(err, &refused) {
+		refused.Address = net.JoinHostPort(host, strconv.Itoa(port)) + " (" + refused.Address + ")"
+		return nil, refused
+	}
+	return conn, err
+}
+
+func joinPorts(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(s) > 8 {
+		s = append(s[:8], "...")
+	}
+	return strings.Join(s, ", ")
+}

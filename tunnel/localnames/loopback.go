@@ -1,0 +1,90 @@
+package localnames
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+)
+
+// Pool hands out the loopback addresses of one run's names. Each
+// address is claimed for as long as the run lasts (claimAddress, per OS),
+// so that two runs at once never hand out the same address, whichever user
+// started them: the claim is held by the kernel for the run's process and
+// ends with it, even after kill -9.
+type Pool struct {
+	next   func() (netip.Addr, bool) // the next candidate address
+	claims []io.Closer
+}
+
+// errPoolExhausted is returned when no candidate address is left.
+var errPoolExhausted = errors.New("every loopback address plug may use is taken by other runs")
+
+// Take claims the next free address of the pool.
+func (p *Pool) Take() (netip.Addr, error) {
+	for {
+		addr, ok := p.next()
+		if !ok {
+			return netip.Addr{}, errPoolExhausted
+		}
+		claim, err := claimAddress(addr)
+		if errors.Is(err, errClaimedElsewhere) {
+			continue
+		}
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		p.claims = append(p.claims, claim)
+		return addr, nil
+	}
+}
+
+// Close gives back every address of the pool.
+func (p *Pool) Close() {
+	for _, c := range p.claims {
+		c.Close()
+	}
+	p.claims = nil
+}
+
+// errClaimedElsewhere means another run holds the address.
+var errClaimedElsewhere = errors.New("the address is claimed by another plug run")
+
+// blockPool walks the /24 blocks of 127.64.0.0/10 from one chosen at
+// random, addresses .1 to .254 of each: the pool on systems where all of
+// 127.0.0.0/8 answers on loopback without configuration (Linux, Windows).
+// 127.0.0.0/16 (127.0.0.1, 127.0.1.1 and systemd-resolved's 127.0.0.53)
+// is never used.
+func blockPool() *Pool {
+	const first, blocks = 64 << 8, 64 << 8 // 127.64.0.0/24, and 16384 blocks
+	start := rand.IntN(blocks)
+	i := 0
+	return &Pool{next: func() (netip.Addr, bool) {
+		if i >= blocks*254 {
+			return netip.Addr{}, false
+		}
+		block := first + (start+i/254)%blocks
+		host := 1 + i%254
+		i++
+		return netip.AddrFrom4([4]byte{127, byte(block >> 8), byte(block), byte(host)}), true
+	}}
+}
+
+// rangePool walks a fixed range of addresses, from first to last.
+func rangePool(first, last netip.Addr) *Pool {
+	cur := first
+	return &Pool{next: func() (netip.Addr, bool) {
+		if !cur.IsValid() || cur.Compare(last) > 0 {
+			return netip.Addr{}, false
+		}
+		addr := cur
+		cur = cur.Next()
+		return addr, true
+	}}
+}
+
+// claimError explains a claim the system refused.
+func claimError(addr netip.Addr, err error) error {
+	return fmt.Errorf("cannot claim the loopback address %s for a cluster name: %w", addr, err)
+}

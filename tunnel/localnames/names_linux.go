@@ -1,0 +1,360 @@
+package localnames
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// SetupHow is how plug setup, which prepares this machine for the names
+// once, is run here.
+const SetupHow = `sudo plug setup (or sudo "$(command -v plug)" setup when sudo does not find it)`
+
+// On Linux, CMD sees the run's names in a hosts file of its own, and
+// nothing on the machine changes. plug starts CMD through itself as a small
+// helper, in a new user namespace (the developer's uid and gid mapped to
+// themselves, never to root) with a new mount namespace. There the helper
+// mounts a private tmpfs, creates the hosts file in it, bind-mounts it
+// read-only over /etc/hosts, unmounts the tmpfs, hands the file to plug
+// over a socket, and executes CMD: the capability it held in its namespace
+// ends at that execve. plug rewrites the file in place at each change of
+// the catalog. The network namespace is the machine's: CMD reaches
+// everything it reached before, /etc/resolv.conf is untouched, and other
+// names resolve as before. Every reader of /etc/hosts sees the names: glibc,
+// Go's own resolver, the JVM, Node, Python, getent. When CMD and its
+// children end, the namespaces and the file are gone with them; after a
+// crash of plug there is nothing to repair.
+
+// The helper's exit codes when it cannot run CMD: a shell's, and plug's
+// own (tunnel/cli's ExitNoExec and ExitNoCmd).
+const (
+	exitNoExec = 126
+	exitNoCmd  = 127
+)
+
+// handshakeTimeout bounds the wait for the helper to hand over the file.
+const handshakeTimeout = 10 * time.Second
+
+// nsResolver is the resolver of Linux: a private /etc/hosts for CMD.
+type nsResolver struct {
+	label string // names the run in the file's header
+	say   func(string)
+
+	mu      sync.Mutex
+	lines   []HostLine
+	hosts   *os.File // the file CMD sees, once it has started
+	written []byte   // what it holds
+}
+
+// NewResolver checks, by running the helper once, that this machine lets
+// plug give CMD a private /etc/hosts.
+func NewResolver(label string, say func(string)) (Resolver, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	defer cancel()
+	probe := exec.CommandContext(ctx, "/proc/self/exe", HelperArg, "probe")
+	probe.SysProcAttr = namespaceAttr(nil)
+	if out, err := probe.CombinedOutput(); err != nil {
+		detail := strings.TrimSpace(string(out))
+		if detail == "" {
+			detail = err.Error()
+		}
+		return nil, fmt.Errorf("this machine does not let plug give programs a private /etc/hosts (%s)%s", detail, UserNamespaceAdvice())
+	}
+	return &nsResolver{label: label, say: say}, nil
+}
+
+// namespaceAttr makes cmd start in a new user and mount namespace, as the
+// same uid and gid, holding CAP_SYS_ADMIN in that namespace only, for the
+// helper to mount; the helper drops it before running CMD. Run by root,
+// plug needs no user namespace, and CMD keeps root's powers over the
+// machine: only the mount namespace is new.
+func namespaceAttr(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Cloneflags |= syscall.CLONE_NEWNS
+	if os.Geteuid() == 0 {
+		return attr
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	attr.Cloneflags |= syscall.CLONE_NEWUSER
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
+	attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+	return attr
+}
+
+// UserNamespaceAdvice says what keeps unprivileged user namespaces off on
+// this machine, if it can tell.
+func UserNamespaceAdvice() string {
+	read := func(path string) string {
+		b, _ := os.ReadFile(path)
+		return strings.TrimSpace(string(b))
+	}
+	switch {
+	case read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+		return "; AppArmor restricts unprivileged user namespaces here: run sudo plug setup once, which allows them to plug alone"
+	case read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+		return "; unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0): an administrator can turn them on with sysctl -w kernel.unprivileged_userns_clone=1"
+	case read("/proc/sys/user/max_user_namespaces") == "0":
+		return "; user namespaces are off (user.max_user_namespaces=0): an administrator can turn them on with sysctl -w user.max_user_namespaces=15000"
+	}
+	return ""
+}
+
+// Update rewrites the file CMD sees, once it has started.
+func (r *nsResolver) Update(lines []HostLine) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = lines
+	if r.hosts == nil {
+		return nil
+	}
+	return r.write()
+}
+
+// write puts the names and the machine's hosts file into the file CMD
+// sees, in place (the bind mount holds that very file), when that changes
+// what it holds.
+func (r *nsResolver) write() error {
+	machine, err := os.ReadFile("/etc/hosts")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	text := hostsText(r.label, r.lines, machine)
+	if bytes.Equal(text, r.written) {
+		return nil
+	}
+	if _, err := r.hosts.WriteAt(text, 0); err != nil {
+		return err
+	}
+	r.written = text
+	return r.hosts.Truncate(int64(len(text)))
+}
+
+// Start runs cmd through the helper and fills the hosts file it hands
+// over before the helper executes cmd. If the helper cannot make the file,
+// cmd runs without the names, and the developer is told.
+func (r *nsResolver) Start(cmd *exec.Cmd) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	ours := os.NewFile(uintptr(fds[0]), "plug names")
+	theirs := os.NewFile(uintptr(fds[1]), "plug names helper")
+	defer ours.Close()
+	argv0 := cmd.Args[0]
+	fd := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs)
+	cmd.Args = append([]string{"plug", HelperArg, "exec", strconv.Itoa(fd), cmd.Path}, cmd.Args...)
+	cmd.Path = "/proc/self/exe"
+	cmd.SysProcAttr = namespaceAttr(cmd.SysProcAttr)
+	err = cmd.Start()
+	theirs.Close()
+	if err != nil {
+		return err
+	}
+	conn, err := net.FileConn(ours)
+	if err != nil {
+		cmd.Process.Kill()
+		return err
+	}
+	defer conn.Close()
+	hosts, err := receiveHosts(conn.(*net.UnixConn))
+	if err == nil {
+		r.mu.Lock()
+		r.hosts = hosts
+		err = r.write()
+		r.mu.Unlock()
+	}
+	if err != nil {
+		r.say(fmt.Sprintf("warning: cluster names do not resolve for %s: %v", filepath.Base(argv0), err))
+	}
+	conn.Write([]byte("go"))
+	return nil
+}
+
+// receiveHosts reads the helper's answer: "ok\n" with the file attached,
+// or "no: REASON\n".
+func receiveHosts(conn *net.UnixConn) (*os.File, error) {
+	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	var text []byte
+	var file *os.File
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	for !strings.Contains(string(text), "\n") {
+		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		if oobn > 0 && file == nil {
+			file = fileFromRights(oob[:oobn])
+		}
+		text = append(text, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	line, _, _ := strings.Cut(string(text), "\n")
+	switch {
+	case line == "ok" && file != nil:
+		return file, nil
+	case strings.HasPrefix(line, "no: "):
+		return nil, errors.New(strings.TrimPrefix(line, "no: "))
+	}
+	if file != nil {
+		file.Close()
+	}
+	return nil, errors.New("the helper that starts the command ended before it was ready")
+}
+
+// fileFromRights returns the file descriptor passed in a control message.
+func fileFromRights(oob []byte) *os.File {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil || len(msgs) == 0 {
+		return nil
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) == 0 {
+		return nil
+	}
+	unix.CloseOnExec(fds[0])
+	return os.NewFile(uintptr(fds[0]), "/etc/hosts of the command")
+}
+
+// Close lets go of the file; it vanishes when CMD's namespace ends.
+func (r *nsResolver) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hosts != nil {
+		r.hosts.Close()
+		r.hosts = nil
+	}
+	return nil
+}
+
+// Helper is the helper's side, in its new namespaces: "probe" checks
+// that it can make the file; "exec FD PATH ARGV..." makes it, hands it
+// over on FD, waits for plug's go and executes PATH.
+func Helper(args []string) int {
+	// Capabilities belong to a thread: the one that drops them must be
+	// the one that executes CMD.
+	runtime.LockOSThread()
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "plug: "+HelperArg+" is run by plug itself")
+		return 2
+	}
+	if args[0] == "probe" {
+		f, err := privateHosts()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		f.Close()
+		return 0
+	}
+	if args[0] != "exec" || len(args) < 4 {
+		fmt.Fprintln(os.Stderr, "plug: "+HelperArg+" is run by plug itself")
+		return 2
+	}
+	fd, err := strconv.Atoi(args[1])
+	if err != nil {
+		return 2
+	}
+	path, argv := args[2], args[3:]
+	if !handOver(fd) {
+		return 1
+	}
+	if err := dropCapabilities(); os.Geteuid() != 0 && err != nil {
+		fmt.Fprintf(os.Stderr, "plug: cannot drop the namespace's capability before running %s: %v\n", argv[0], err)
+		return 126
+	}
+	err = unix.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "plug: cannot run %s: %v\n", argv[0], err)
+	if errors.Is(err, unix.ENOENT) {
+		return exitNoCmd
+	}
+	return exitNoExec
+}
+
+// handOver makes the private hosts file, passes it (or why it could not)
+// to plug on fd, and waits for plug's go; false if plug is gone.
+func handOver(fd int) bool {
+	sock := os.NewFile(uintptr(fd), "plug")
+	defer sock.Close()
+	c, err := net.FileConn(sock)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	conn := c.(*net.UnixConn)
+	f, err := privateHosts()
+	if err != nil {
+		conn.Write([]byte("no: " + strings.ReplaceAll(err.Error(), "\n", " ") + "\n"))
+	} else {
+		defer f.Close()
+		if _, _, err := conn.WriteMsgUnix([]byte("ok\n"), unix.UnixRights(int(f.Fd())), nil); err != nil {
+			return false
+		}
+	}
+	var goAhead [2]byte
+	_, err = conn.Read(goAhead[:])
+	return err == nil
+}
+
+// privateHosts puts a file of its own over /etc/hosts in this mount
+// namespace, read-only there, and returns it open for writing. The file
+// lives in a tmpfs that is mounted for a moment on the temporary directory
+// and unmounted at once: it is reachable only through the bind mount and
+// the returned file, and leaves nothing on any disk.
+func privateHosts() (*os.File, error) {
+	// plug starts the helper in a mount namespace of its own already; this
+	// thread unshares one more, so that the helper run any other way (by hand,
+	// as root) changes no mount of the namespace it was started in.
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return nil, fmt.Errorf("cannot make a mount namespace of its own (%v): %s is run by plug itself", err, HelperArg)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, fmt.Errorf("cannot make the mounts of the new namespace private: %w", err)
+	}
+	scratch := os.TempDir()
+	if err := unix.Mount("plug-hosts", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=16m,mode=0700"); err != nil {
+		return nil, fmt.Errorf("cannot mount a private tmpfs on %s: %w", scratch, err)
+	}
+	defer unix.Unmount(scratch, unix.MNT_DETACH)
+	f, err := os.OpenFile(filepath.Join(scratch, "hosts"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Mount(f.Name(), "/etc/hosts", "", unix.MS_BIND, ""); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot mount a private file over /etc/hosts: %w", err)
+	}
+	const readOnly = unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if err := unix.Mount("", "/etc/hosts", "", readOnly, ""); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot make the private /etc/hosts read-only: %w", err)
+	}
+	return f, nil
+}
+
+// dropCapabilities empties the ambient, inheritable, permitted and
+// effective sets of this thread, so that CMD starts with none, whatever
+// it is. (For root, execve gives root's back.)
+func dropCapabilities() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	var none [2]unix.CapUserData
+	return unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &none[0])
+}

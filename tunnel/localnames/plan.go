@@ -1,0 +1,158 @@
+package localnames
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"plug/tunnel"
+)
+
+// Profile is the catalog of one profile of the run.
+type Profile struct {
+	Name  string
+	Names []tunnel.ClusterName
+}
+
+// Key identifies a name of the run: which profile (its index in -p
+// order) and the name its agent dials.
+type Key struct {
+	Profile int
+	Name    string
+}
+
+// Plan is which host names resolve to which name of the run, and what
+// the developer is told about it.
+type Plan struct {
+	Hosts map[Key][]string // each name's host names, in the order given
+	Notes []string         // names left out, clashes and how they were settled
+}
+
+// PlanHosts gives each name of the run its host names: the forms its
+// cluster uses (web, web.ns, web.ns.svc, web.ns.svc.cluster.local). With
+// several profiles, a host name two profiles have goes to the first given
+// with -p, and every name also answers as NAME.PROFILE, so the others stay
+// reachable: the clash is told in the notes. Forms that are not valid host
+// names, and those that would hide this machine's own names, are left out
+// with a note.
+func PlanHosts(profiles []Profile, reserved []string) Plan {
+	plan := Plan{Hosts: map[Key][]string{}}
+	owner := map[string]int{} // host name → profile index
+	type clash struct {
+		winner int // the profile that keeps the host names
+		loser  Key // the name that does not get them
+	}
+	clashes := map[clash][]string{}
+	var order []clash
+	claim := func(k Key, host string) {
+		if _, taken := owner[host]; !taken {
+			owner[host] = k.Profile
+			plan.Hosts[k] = append(plan.Hosts[k], host)
+		}
+	}
+	for i, p := range profiles {
+		for _, n := range p.Names {
+			k := Key{i, n.Name}
+			for _, form := range append([]string{n.Name}, n.Aliases...) {
+				host := strings.ToLower(form)
+				if err := checkHostName(host); err != nil {
+					plan.Notes = append(plan.Notes, fmt.Sprintf("%s%v: programs cannot reach it by that name", prefixOf(profiles, i), err))
+					continue
+				}
+				if slices.Contains(reserved, host) {
+					plan.Notes = append(plan.Notes, fmt.Sprintf("%s%s is left out: it is a name of this machine", prefixOf(profiles, i), host))
+					continue
+				}
+				if first, taken := owner[host]; taken && first != i {
+					c := clash{first, k}
+					if clashes[c] == nil {
+						order = append(order, c)
+					}
+					clashes[c] = append(clashes[c], host)
+					continue
+				}
+				claim(k, host)
+			}
+		}
+	}
+	if len(profiles) > 1 {
+		for i, p := range profiles {
+			for _, n := range p.Names {
+				host := strings.ToLower(n.Name + "." + p.Name)
+				if checkHostName(host) == nil && !slices.Contains(reserved, host) {
+					claim(Key{i, n.Name}, host)
+				}
+			}
+		}
+	}
+	for _, c := range order {
+		hosts := clashes[c]
+		verb, them := "is a name", "it reaches"
+		if len(hosts) > 1 {
+			verb, them = "are names", "they reach"
+		}
+		reach := "is not reachable by them"
+		if own := plan.Hosts[c.loser]; len(own) > 0 {
+			reach = "is reached as " + strings.Join(own, ", ")
+		}
+		plan.Notes = append(plan.Notes, fmt.Sprintf("%s %s in profiles %s and %s: %s %s's; %s's %s",
+			strings.Join(hosts, ", "), verb, profiles[c.winner].Name, profiles[c.loser.Profile].Name,
+			them, profiles[c.winner].Name, profiles[c.loser.Profile].Name, reach))
+	}
+	return plan
+}
+
+// prefixOf labels a note about profile i when the run has several.
+func prefixOf(profiles []Profile, i int) string {
+	if len(profiles) < 2 {
+		return ""
+	}
+	return profiles[i].Name + ": "
+}
+
+// checkHostName accepts what resolvers take from a hosts file: at most 253
+// characters of dot-separated labels, each 1 to 63 lowercase letters,
+// digits, '-' or '_', not starting or ending with '-'. (Docker's service
+// names may hold '_'; resolvers accept it in a hosts file.)
+func checkHostName(host string) error {
+	const form = "a host name is dot-separated labels of letters, digits, '-' and '_'"
+	if host == "" || len(host) > 253 {
+		return fmt.Errorf("%q is not a valid host name (%s, at most 253 characters)", host, form)
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("%q is not a valid host name (%s; a label is 1 to 63 characters and does not start or end with '-')", host, form)
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("%q is not a valid host name: it contains %q (%s)", host, c, form)
+			}
+		}
+	}
+	return nil
+}
+
+// HostLine is one line of a hosts file: an address and its names.
+type HostLine struct {
+	Addr  netip.Addr
+	Names []string
+}
+
+// hostsText is the hosts file the run's programs see: the run's names
+// first, so that they win over the machine's, then the machine's own file
+// unchanged.
+func hostsText(runID string, lines []HostLine, machine []byte) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# The cluster names of plug run %s, seen only by the programs it started.\n", runID)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s\t%s\n", l.Addr, strings.Join(l.Names, " "))
+	}
+	b.WriteString("# This machine's own hosts file:\n")
+	b.Write(machine)
+	if len(machine) > 0 && machine[len(machine)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
+}

@@ -1,0 +1,26 @@
+// Package localnames makes a cluster's names resolve on this machine for
+// the programs a plug run starts: each name gets a loopback address of its
+// own (Pool), on which the run listens on the name's ports, and a Resolver,
+// per OS, makes the names resolve to those addresses for the run's
+// programs: on Linux a private /etc/hosts in a user and mount namespace of
+// the command (names_linux.go), on macOS and Windows a block of the run's
+// own in the machine's hosts file (names_hostsfile.go, hostsblock.go).
+// PlanHosts decides which host names each cluster name answers to.
+package localnames
+
+import "os/exec"
+
+// HelperArg is the first argument with which plug runs itself as the names
+// helper of Linux (Helper); it is not a command for people, and is left out
+// of plug's help. main.go dispatches it.
+const HelperArg = "__plug-names"
+
+// Resolver makes the run's names resolve for the programs it starts.
+type Resolver interface {
+	// Update makes lines the run's names, replacing those before.
+	Update(lines []HostLine) error
+	// Start starts cmd so that it resolves the names.
+	Start(cmd *exec.Cmd) error
+	// Close removes what the resolver added to this machine, if anything.
+	Close() error
+}

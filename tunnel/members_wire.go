@@ -1,0 +1,204 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// plug members is a question on the control channel, asked without a
+// hello as who is (who.go): the CLI sends a members message with Op
+// ("list", "accept", "refuse" or "remove") and, but for list, Key (a
+// fingerprint) and maybe Reason; the agent answers with a members message
+// holding the list (after the change), Done saying what changed, or Error.
+const typeMembers = "members"
+
+type membersMsg struct {
+	Op     string      `json:"op,omitempty"`
+	Key    string      `json:"key,omitempty"`
+	Reason string      `json:"reason,omitempty"`
+	List   *MemberList `json:"list,omitempty"`
+	More   bool        `json:"more,omitempty"` // a part of the list; more parts follow
+	Done   string      `json:"done,omitempty"`
+	Error  string      `json:"error,omitempty"`
+}
+
+func decodeMembers(frame []byte) (membersMsg, error) {
+	return decodeMsg(frame, "members", func(m *membersMsg) error {
+		if err := checkFields("members", []*string{&m.Op, &m.Key}, []*string{&m.Reason, &m.Done, &m.Error}); err != nil {
+			return err
+		}
+		l := m.List
+		if l == nil {
+			return nil
+		}
+		if len(l.Members) > MaxMembers || len(l.Pending) > MaxPending || len(l.Admins) > MaxAdmins || len(l.Removed) > MaxPending {
+			return errors.New("members: a longer list than plug keeps")
+		}
+		var fields []*string
+		for i := range l.Members {
+			mm := &l.Members[i]
+			fields = append(fields, &mm.Key, &mm.User, &mm.Comment, &mm.By)
+		}
+		for i := range l.Pending {
+			r := &l.Pending[i]
+			fields = append(fields, &r.Key, &r.User, &r.From)
+		}
+		for i := range l.Removed {
+			r := &l.Removed[i]
+			fields = append(fields, &r.Key, &r.User, &r.RemovedBy, &r.Reason)
+		}
+		return checkFields("members", fields, nil)
+	})
+}
+
+// ManageMembers asks the agent at cfg.Addr to list the members (op
+// "list") or to accept, refuse or remove the key with fingerprint key, for
+// reason (told to a removed key's runs). It returns the list after the
+// change and what was done. It connects as Connect would, with the same
+// errors, and opens no run.
+func ManageMembers(ctx context.Context, cfg ClientConfig, op, key, reason string) (MemberList, string, error) {
+	switch op {
+	case "list":
+	case "accept", "refuse", "remove":
+		if err := CheckFingerprint(key); err != nil {
+			return MemberList{}, "", err
+		}
+	default:
+		return MemberList{}, "", fmt.Errorf("%q is not list, accept, refuse or remove", op)
+	}
+	q, err := openAgent(ctx, cfg)
+	if err != nil {
+		return MemberList{}, "", err
+	}
+	defer q.close()
+	var l MemberList
+	var done string
+	err = askDecoded(q, membersMsg{Op: op, Key: key, Reason: reason}, typeMembers, whoWait, decodeMembers, func(m membersMsg) (bool, error) {
+		if m.Error != "" {
+			return false, errors.New(m.Error)
+		}
+		if m.List != nil {
+			l.Members = append(l.Members, m.List.Members...)
+			l.Pending = append(l.Pending, m.List.Pending...)
+			l.Admins = append(l.Admins, m.List.Admins...)
+			l.Removed = append(l.Removed, m.List.Removed...)
+		}
+		if len(l.Members) > MaxMembers || len(l.Pending) > MaxPending || len(l.Admins) > MaxAdmins || len(l.Removed) > MaxPending {
+			return false, fmt.Errorf("the agent at %s lists more than plug keeps", cfg.Addr)
+		}
+		done = m.Done
+		return m.More, nil
+	})
+	return l, done, err
+}
+
+// answerMembers answers plug members: with admission by approval every
+// member lists and changes the members; the change is audited.
+func (dc *devConn) answerMembers(q membersMsg) {
+	a := dc.a
+	refuse := func(format string, args ...any) { dc.sendControl(membersMsg{Error: fmt.Sprintf(format, args...)}) }
+	m, ok := a.Keys.(*Members)
+	switch {
+	case !ok:
+		refuse("this agent's keys are not plug's members: whoever runs it decides who gets in")
+		return
+	case !m.Invite():
+		refuse("admission is open on this agent (any key that reaches it gets in): there are no members to manage. The cluster's operator turns admission by approval on with PLUG_ADMISSION=invite (deploy/README.md)")
+		return
+	case !m.Oversees(dc.fingerprint):
+		refuse("only members manage the members")
+		return
+	}
+	ctx, cancel := a.platformContext()
+	defer cancel()
+	if q.Op == "list" {
+		dc.sendList(m.List(), "")
+		return
+	}
+	if q.Op != "accept" && q.Op != "refuse" && q.Op != "remove" {
+		refuse("%q is not list, accept, refuse or remove", q.Op)
+		return
+	}
+	change := MemberChange{Op: q.Op, Key: q.Key, By: fmt.Sprintf("%s (%s)", dc.user, dc.fingerprint), Reason: q.Reason}
+	before := m.List()
+	l, err := Apply(ctx, m.store, change)
+	if err != nil {
+		refuse("%v; nothing was changed", err)
+		return
+	}
+	e := AuditMemberChange(change, before)
+	a.audit(e)
+	dc.sendList(l, memberDone(e))
+}
+
+// memberDone says what a change of the members did.
+func memberDone(e AuditEvent) string {
+	switch e.Event {
+	case AuditKeyAccepted:
+		return fmt.Sprintf("accepted %s for %s: its next run gets in", e.Key, e.User)
+	case AuditKeyRefused:
+		return fmt.Sprintf("refused the request of %s (%s); it may ask again", e.Key, e.User)
+	}
+	return fmt.Sprintf("removed %s (%s): what it has open ends now, on every replica", e.Key, e.User)
+}
+
+// AuditMemberChange is the audit event of change c, made to the list that
+// was before.
+func AuditMemberChange(c MemberChange, before MemberList) AuditEvent {
+	if c.PublicKey != nil {
+		c.Key = ssh.FingerprintSHA256(c.PublicKey)
+	}
+	e := AuditEvent{Time: time.Now().UTC(), Key: c.Key, User: c.User, By: c.By, Reason: PeerText(c.Reason)}
+	if i := before.request(c.Key); i >= 0 {
+		e.User = before.Pending[i].User
+	} else if mem, ok := before.member(c.Key); ok {
+		e.User = mem.User
+	} else if i := before.removal(c.Key); i >= 0 {
+		e.User = before.Removed[i].User
+	}
+	e.Event = map[string]string{
+		"accept": AuditKeyAccepted, "add": AuditKeyAccepted, "refuse": AuditKeyRefused, "remove": AuditKeyRemoved,
+		"admin": AuditKeyAdmin, "unadmin": AuditKeyUnadmin, "reset": AuditMembersReset,
+	}[c.Op]
+	return e
+}
+
+// sendList sends l, and done, in as many members messages as their size
+// needs.
+func (dc *devConn) sendList(l MemberList, done string) {
+	var parts []MemberList
+	part, size := MemberList{}, 0
+	add := func(item any, put func(*MemberList)) {
+		n := jsonSize(item)
+		if size > 0 && size+n > partBudget {
+			parts, part, size = append(parts, part), MemberList{}, 0
+		}
+		put(&part)
+		size += n
+	}
+	for _, x := range l.Members {
+		add(x, func(p *MemberList) { p.Members = append(p.Members, x) })
+	}
+	for _, x := range l.Pending {
+		add(x, func(p *MemberList) { p.Pending = append(p.Pending, x) })
+	}
+	for _, x := range l.Removed {
+		add(x, func(p *MemberList) { p.Removed = append(p.Removed, x) })
+	}
+	for _, x := range l.Admins {
+		add(x, func(p *MemberList) { p.Admins = append(p.Admins, x) })
+	}
+	parts = append(parts, part)
+	for i := range parts {
+		last := i == len(parts)-1
+		m := membersMsg{List: &parts[i], More: !last}
+		if last {
+			m.Done = done
+		}
+		dc.sendControl(m)
+	}
+}

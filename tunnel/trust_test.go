@@ -1,0 +1,495 @@
+package tunnel_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
+)
+
+// offered reads what an SSH server at addr offers in its KEXINIT: key
+// exchanges, host keys, ciphers and MACs (client to server; the server
+// offers the same both ways), without logging in.
+func offered(t *testing.T, addr string) (kex, hostKeys, ciphers, macs []string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "SSH-2.0-offered_test\r\n")
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the server's version: %v", err)
+		}
+		if strings.HasPrefix(line, "SSH-") {
+			break
+		}
+	}
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		t.Fatal(err)
+	}
+	packet := make([]byte, binary.BigEndian.Uint32(head[:4])-1)
+	if _, err := io.ReadFull(r, packet); err != nil {
+		t.Fatal(err)
+	}
+	payload := packet[:len(packet)-int(head[4])]
+	if payload[0] != 20 { // SSH_MSG_KEXINIT
+		t.Fatalf("the server's first packet is of type %d, not KEXINIT", payload[0])
+	}
+	rest := payload[17:] // type and cookie
+	var lists [][]string
+	for range 4 {
+		n := binary.BigEndian.Uint32(rest)
+		lists = append(lists, strings.Split(string(rest[4:4+n]), ","))
+		rest = rest[4+n:]
+		if len(lists) == 3 { // skip ciphers server to client
+			n := binary.BigEndian.Uint32(rest)
+			rest = rest[4+n:]
+		}
+	}
+	return lists[0], lists[1], lists[2], lists[3]
+}
+
+// The agent offers only algorithms a security audit passes: none of the
+// NIST-curve or SHA-1 key exchanges, no CTR or CBC cipher, no MAC that is
+// not encrypt-then-MAC; OpenSSH and plug still connect (the tests of
+// openssh_test.go and client_test.go).
+func TestTheAgentOffersOnlyStrongAlgorithms(t *testing.T) {
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform())
+	kex, hostKeys, ciphers, macs := offered(t, addr)
+	t.Logf("kex %v\nhost keys %v\nciphers %v\nmacs %v", kex, hostKeys, ciphers, macs)
+	for _, k := range kex {
+		if !slices.Contains([]string{"mlkem768x25519-sha256", "curve25519-sha256", "curve25519-sha256@libssh.org"}, k) && !strings.HasPrefix(k, "kex-strict-") && k != "ext-info-s" {
+			t.Errorf("offers the key exchange %s", k)
+		}
+	}
+	if !slices.Contains(kex, "mlkem768x25519-sha256") || !slices.Contains(kex, "curve25519-sha256") {
+		t.Errorf("key exchanges %v lack mlkem768x25519-sha256 or curve25519-sha256", kex)
+	}
+	if !slices.Equal(hostKeys, []string{"ssh-ed25519"}) {
+		t.Errorf("host keys %v", hostKeys)
+	}
+	for _, c := range ciphers {
+		if !strings.HasSuffix(c, "-gcm@openssh.com") && c != "chacha20-poly1305@openssh.com" {
+			t.Errorf("offers the cipher %s", c)
+		}
+	}
+	for _, m := range macs {
+		if !strings.HasSuffix(m, "-etm@openssh.com") || strings.Contains(m, "sha1") {
+			t.Errorf("offers the MAC %s", m)
+		}
+	}
+}
+
+// A client that offers only what the agent no longer does is refused.
+func TestTheAgentRefusesWeakAlgorithms(t *testing.T) {
+	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform())
+	signer, _ := newKey(t)
+	for _, cfg := range []ssh.Config{
+		{KeyExchanges: []string{ssh.KeyExchangeECDHP256, ssh.InsecureKeyExchangeDH14SHA1}},
+		{Ciphers: []string{ssh.CipherAES128CTR}, MACs: []string{ssh.HMACSHA256}},
+	} {
+		c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{
+			Config: cfg, User: "dev", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(hostKey),
+		})
+		if err == nil {
+			c.Close()
+			t.Errorf("a client offering %v connected", cfg)
+		}
+	}
+}
+
+// While 2,000 connections from one address stay open and idle (each one
+// the agent closes is opened again at once, by a process of its own), a
+// plug run and an install from another address still get in within 5 s
+// each, all along.
+func TestAFloodOfIdleConnectionsFromOneAddressLocksNobodyOut(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	platform.AddWorkload("web:80", echoServer(t, "web says "))
+	platform.SetNames(tunnel.ClusterName{Name: "web", Ports: []int{80}})
+	var log lines
+	addr, hostKey, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, []byte("plug"), "")
+		a.Logf = func(string, ...any) {} // the flood's lines go to log only
+	}, agentLog(&log))
+	if said, _ := startHelper(t, floodProcessEnv+"="+addr); said != "flooding" {
+		t.Fatalf("the flood said %q", said)
+	}
+	flood, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	signer, _ := newKey(t)
+	for round := 0; flood.Err() == nil; round++ {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := tunnel.Connect(ctx, tunnel.ClientConfig{Addr: addr, User: "dev", Signer: signer, HostKey: hostKey})
+		if err != nil {
+			cancel()
+			t.Fatalf("round %d: a plug run during the flood: %v", round, err)
+		}
+		c, err := s.Dial(ctx, "web:80")
+		if err == nil {
+			_, err = roundTrip(c, "ping")
+			c.Close()
+		}
+		s.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: dialling web:80 during the flood: %v", round, err)
+		}
+		run := time.Since(start)
+		start = time.Now()
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		out, err := exec.CommandContext(ctx, openSSH(t), append(sshArgs(addr, ""), "get@127.0.0.1", "install")...).Output()
+		cancel()
+		if err != nil || !strings.Contains(string(out), "plug") {
+			t.Fatalf("round %d: an install during the flood (%s): %v\n%s", round, time.Since(start), err, out)
+		}
+		t.Logf("round %d: run in %s, install in %s", round, run.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		select {
+		case <-flood.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if !log.has("refused a connection from 127.0.0.2") {
+		t.Error("the agent did not log the connections it refused")
+	}
+	if n := strings.Count(log.String(), "refused a connection from 127.0.0.2"); n > 100 {
+		t.Errorf("the agent logged %d refusals in 30 s: its log is not rate-limited", n)
+	}
+}
+
+// A key over its cap of runs, names or connections through the agent is
+// refused, and told which cap and which setting raises it; other keys are
+// not affected.
+func TestAKeyOverItsCapsIsRefusedWithTheCapNamed(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	platform.AddWorkload("web:80", echoServer(t, "web says "))
+	platform.SetNames(tunnel.ClusterName{Name: "web", Ports: []int{80}})
+	addr, hostKey, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) {
+		a.Limits = tunnel.Limits{RunsPerKey: 2, NamesPerKey: 2, ChannelsPerKey: 3}
+	})
+	signer, _ := newKey(t)
+	ctx := ctxFor(t, 30*time.Second)
+
+	s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{Serves: true})
+	connect(t, addr, hostKey, signer, tunnel.RunInfo{})
+	_, err := tunnel.Connect(ctx, tunnel.ClientConfig{Addr: addr, User: "dev", Signer: signer, HostKey: hostKey})
+	if err == nil || !strings.Contains(err.Error(), "cap of 2 runs open for one key") || !strings.Contains(err.Error(), "PLUG_MAX_RUNS_PER_KEY") {
+		t.Errorf("a third run: %v", err)
+	}
+
+	local := echoServer(t, "")
+	for _, name := range []string{"one", "two"} {
+		if _, err := s.Serve(ctx, name, 80, local); err != nil {
+			t.Fatalf("serving %s: %v", name, err)
+		}
+	}
+	_, err = s.Serve(ctx, "three", 80, local)
+	if err == nil || !strings.Contains(err.Error(), "cap of 2 names served for one key") || !strings.Contains(err.Error(), "PLUG_MAX_NAMES_PER_KEY") {
+		t.Errorf("a third name: %v", err)
+	}
+	if _, held := platform.Held("three"); held {
+		t.Error("the name over the cap was served")
+	}
+
+	var open []net.Conn
+	for range 3 {
+		c, err := s.Dial(ctx, "web:80")
+		if err != nil {
+			t.Fatalf("dialling web:80: %v", err)
+		}
+		defer c.Close()
+		open = append(open, c)
+	}
+	_, err = s.Dial(ctx, "web:80")
+	if err == nil || !strings.Contains(err.Error(), "cap of 3 connections through the agent for one key") || !strings.Contains(err.Error(), "PLUG_MAX_CHANNELS_PER_KEY") {
+		t.Errorf("a fourth connection: %v", err)
+	}
+
+	other, _ := newKey(t)
+	o, _ := connect(t, addr, hostKey, other, tunnel.RunInfo{Serves: true})
+	if _, err := o.Serve(ctx, "three", 80, local); err != nil {
+		t.Errorf("another key, within its caps: %v", err)
+	}
+	c, err := o.Dial(ctx, "web:80")
+	if err != nil {
+		t.Errorf("another key dialling: %v", err)
+	} else {
+		c.Close()
+	}
+
+	open[0].Close()
+	clustertest.Until(t, 10*time.Second, "a connection once one closed", func() bool {
+		c, err := s.Dial(ctx, "web:80")
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// A user name with line breaks, escape sequences and a kilobyte of text
+// reaches the agent's log and another developer's terminal escaped, on one
+// line.
+func TestAHostileUserNameIsEscapedInLogsAndRefusals(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	var log lines
+	var mu sync.Mutex
+	var audited []string
+	addr, hostKey, _ := tunneltest.StartAgent(t, platform, agentLog(&log), func(a *tunnel.Agent) {
+		a.Audit = func(e tunnel.AuditEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			audited = append(audited, e.User)
+		}
+	})
+	hostile := "mallory\nplug agent: run x opened by admin\r\x1b[31mred\x1b[0m" + strings.Repeat("A", 1024)
+	evil, _ := newKey(t)
+	s, _ := connect(t, addr, hostKey, evil, tunnel.RunInfo{Serves: true}, func(c *tunnel.ClientConfig) { c.User = hostile })
+	if _, err := s.Serve(ctxFor(t, 20*time.Second), "web", 80, echoServer(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	diagnose(t, addr, tunnel.ClientConfig{User: hostile, Signer: evil, HostKey: hostKey})
+	mu.Lock()
+	for _, user := range audited {
+		if strings.HasPrefix(user, "mallory") && user != tunnel.PeerText(hostile) {
+			t.Errorf("the audit trail has the user %q", user)
+		}
+	}
+	mu.Unlock()
+
+	victim, _ := newKey(t)
+	v, _ := connect(t, addr, hostKey, victim, tunnel.RunInfo{Serves: true})
+	_, err := v.Serve(ctxFor(t, 20*time.Second), "web", 80, "localhost:1")
+	if err == nil {
+		t.Fatal("the held name was served to another key")
+	}
+	for where, text := range map[string]string{"the refusal": err.Error(), "the agent's log": log.String()} {
+		if !strings.Contains(text, `mallory\nplug agent: run x opened by admin\r\x1b[31mred\x1b[0mAAAA`) {
+			t.Errorf("%s does not show the user name escaped:\n%s", where, text)
+		}
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(line, "plug agent: run x") || strings.ContainsAny(line, "\r\x1b") {
+				t.Errorf("%s holds a line the user name made: %q", where, line)
+			}
+		}
+	}
+	if strings.Contains(err.Error(), strings.Repeat("A", 300)) {
+		t.Error("the refusal carries the whole kilobyte")
+	}
+}
+
+// A peer asking the agent's status 20,000 times makes it log a few lines,
+// not 20,000.
+func TestAPeerCannotFloodTheAgentsLog(t *testing.T) {
+	var log lines
+	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), agentLog(&log))
+	signer, _ := newKey(t)
+	c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{User: "dev", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(hostKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch, reqs, err := c.OpenChannel("control@plug", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	go io.Copy(io.Discard, ch)
+	frame := []byte(`{"type":"status"}`)
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
+	msg = append(msg, frame...)
+	for range 20000 {
+		if _, err := ch.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.Until(t, 10*time.Second, "a status to be logged", func() bool { return log.has("status asked by dev") })
+	if n := strings.Count(log.String(), "status asked by dev"); n > 40 {
+		t.Errorf("20,000 status requests made %d log lines", n)
+	}
+}
+
+// dialingPlatform connects as the real platforms do, with a net.Dialer
+// whose Control is the agent's (tunnel.DialControl); hosts maps the
+// cluster's names to what they resolve to.
+type dialingPlatform struct {
+	*tunneltest.Platform
+	hosts map[string]string
+}
+
+func (p *dialingPlatform) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	if h, ok := p.hosts[host]; ok {
+		host = h
+	}
+	d := net.Dialer{Control: tunnel.DialControl(ctx)}
+	return d.DialContext(ctx, network, net.JoinHostPort(host, port))
+}
+
+// A run reaches the cluster's names on their ports and nothing else by
+// default: an address, a name's other port, a name that resolves to
+// loopback (DNS rebinding) or to the cloud's metadata address are refused,
+// each naming its rule. PLUG_DIAL widens it; a range does not unlock the
+// loopback, only the address listed alone does.
+func TestTheDialPolicyRefusesWhatIsNotAClusterName(t *testing.T) {
+	local := echoServer(t, "local says ")
+	_, localPort, _ := net.SplitHostPort(local)
+	platform := &dialingPlatform{Platform: tunneltest.NewPlatform(), hosts: map[string]string{"rebind": "127.0.0.1", "rebind.shop": "127.0.0.1", "meta": "169.254.169.254"}}
+	platform.SetNames(
+		tunnel.ClusterName{Name: "web", Ports: []int{80}},
+		tunnel.ClusterName{Name: "rebind", Aliases: []string{"rebind.shop"}},
+		tunnel.ClusterName{Name: "meta", Ports: []int{80}},
+	)
+	cases := []struct {
+		dial []string // PLUG_DIAL
+		to   string
+		rule string // "" when it goes through
+	}{
+		{nil, local, "cluster names"},
+		{nil, "[::1]:" + localPort, "cluster names"},
+		{nil, "elsewhere.example:80", "cluster names"},
+		{nil, "web:81", "cluster names and their ports"},
+		{nil, "rebind:" + localPort, "loopback"},
+		{nil, "rebind.shop:" + localPort, "loopback"},
+		{nil, "meta:80", "link-local"},
+		{[]string{"127.0.0.0/8"}, local, "loopback"},
+		{[]string{"10.0.0.0/8"}, local, "loopback"},
+		{[]string{"127.0.0.1/32"}, local, ""},
+		{[]string{"127.0.0.1"}, "rebind:" + localPort, ""},
+	}
+	for _, tc := range cases {
+		allow, err := tunnel.ParseDial(strings.Join(tc.dial, ","))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, hostKey, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.Dial = allow })
+		signer, _ := newKey(t)
+		s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{})
+		ctx := ctxFor(t, 10*time.Second)
+		clustertest.Until(t, 5*time.Second, "the catalog", func() bool { c, known, _ := s.Catalog(); return known && len(c.Names) == 3 })
+		c, err := s.Dial(ctx, tc.to)
+		switch {
+		case tc.rule == "" && err != nil:
+			t.Errorf("PLUG_DIAL=%v, %s: %v", tc.dial, tc.to, err)
+		case tc.rule == "":
+			if answer, err := roundTrip(c, "ping"); err != nil || answer != "local says ping" {
+				t.Errorf("PLUG_DIAL=%v, %s: %q, %v", tc.dial, tc.to, answer, err)
+			}
+			c.Close()
+		case err == nil:
+			c.Close()
+			t.Errorf("PLUG_DIAL=%v, %s: connected, want the rule %q", tc.dial, tc.to, tc.rule)
+		case !strings.Contains(err.Error(), "dial policy refuses") || !strings.Contains(err.Error(), "(rule: "+tc.rule+")"):
+			t.Errorf("PLUG_DIAL=%v, %s: %v, want the rule %q", tc.dial, tc.to, err, tc.rule)
+		}
+	}
+}
+
+// Two agent replicas share a platform: a second key sending the first
+// run's id to the other replica (or to the same one) can neither serve,
+// extend, move nor give back the first run's names; the first run keeps
+// them, its callers keep reaching it, and it is told nothing.
+func TestAnotherKeyCannotTakeARunByItsID(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	addrA, hostKeyA, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.ID = "agent-a" })
+	addrB, hostKeyB, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.ID = "agent-b" })
+	alice, _ := newKey(t)
+	ctx := ctxFor(t, 30*time.Second)
+	s, aliceEvents := connect(t, addrA, hostKeyA, alice, tunnel.RunInfo{ID: "run-of-alice", Serves: true}, func(c *tunnel.ClientConfig) { c.User = "alice" })
+	if _, err := s.Serve(ctx, "web", 80, echoServer(t, "alice says ")); err != nil {
+		t.Fatal(err)
+	}
+	expectEcho(t, platformDial(platform, "web:80"), "alice says ")
+
+	mallory, _ := newKey(t)
+	thief, _ := connect(t, addrB, hostKeyB, mallory, tunnel.RunInfo{ID: "run-of-alice", Serves: true}, func(c *tunnel.ClientConfig) { c.User = "mallory" })
+	for _, port := range []int{80, 81} {
+		_, err := thief.Serve(ctx, "web", port, echoServer(t, "mallory says "))
+		if err == nil || !strings.Contains(err.Error(), "already served by alice (key "+ssh.FingerprintSHA256(alice.PublicKey())+") since") {
+			t.Errorf("another key serving web:%d with alice's run id on another replica: %v", port, err)
+		} else if strings.Contains(err.Error(), "run-of-alice") {
+			t.Errorf("the refusal tells the run id: %v", err)
+		}
+	}
+	if err := thief.Close(); err != nil {
+		t.Errorf("the thief's goodbye: %v", err)
+	}
+	_, err := tunnel.Connect(ctx, tunnel.ClientConfig{Addr: addrA, User: "mallory", Signer: mallory, HostKey: hostKeyA, Run: tunnel.RunInfo{ID: "run-of-alice", Serves: true}})
+	if err == nil || !strings.Contains(err.Error(), "belongs to another key") {
+		t.Errorf("another key re-attaching to alice's run on her replica: %v", err)
+	}
+
+	if b, held := platform.Held("web"); !held || b.Holder.Developer != ssh.FingerprintSHA256(alice.PublicKey()) || b.Holder.Agent != "agent-a" {
+		t.Errorf("web is held by %+v, %t", b.Holder, held)
+	}
+	if n := platform.Count("release", "web"); n != 0 {
+		t.Errorf("web was released %d times", n)
+	}
+	expectEcho(t, platformDial(platform, "web:80"), "alice says ")
+	if aliceEvents.has("[ended]") || aliceEvents.has("[refused]") || aliceEvents.has("[warning]") {
+		t.Errorf("alice was told:\n%s", aliceEvents)
+	}
+	if _, err := s.Serve(ctx, "api", 81, echoServer(t, "")); err != nil {
+		t.Errorf("alice serving another name afterwards: %v", err)
+	}
+}
+
+// runFlood keeps 2,000 idle connections to addr open from 127.0.0.2,
+// opening again at once each one that is closed, until stdin closes; it
+// says "flooding" once all are open (or were turned away) once.
+func runFlood(addr string) {
+	ctx, stop := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	var started, wg sync.WaitGroup
+	for range 2000 {
+		started.Add(1)
+		wg.Go(func() {
+			first := true
+			for ctx.Err() == nil {
+				c, err := attacker.DialContext(ctx, "tcp", addr)
+				if first {
+					started.Done()
+					first = false
+				}
+				if err != nil {
+					continue
+				}
+				stopRead := context.AfterFunc(ctx, func() { c.Close() })
+				io.Copy(io.Discard, c) // until the agent closes it
+				stopRead()
+				c.Close()
+			}
+		})
+	}
+	started.Wait()
+	fmt.Println("flooding")
+	wg.Wait()
+}

@@ -1,0 +1,152 @@
+package tunnel_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"plug/tunnel"
+	"plug/tunnel/tunneltest"
+)
+
+// udpEchoServer answers each datagram on 127.0.0.1 with prefix and the
+// datagram, and returns its address.
+func udpEchoServer(t *testing.T, prefix string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(append([]byte(prefix), buf[:n]...), from)
+		}
+	}()
+	return pc.LocalAddr().String()
+}
+
+// datagramAgent is an agent whose platform has a name "dns" with UDP port
+// 53, answered by a UDP echo.
+func datagramAgent(t *testing.T, opts ...func(*tunnel.Agent)) (string, ssh.PublicKey) {
+	p := tunneltest.NewPlatform()
+	p.AddWorkload("dns:53", udpEchoServer(t, "dns says "))
+	p.SetNames(tunnel.ClusterName{Name: "dns", UDPPorts: []int{53}})
+	addr, hostKey, _ := tunneltest.StartAgent(t, p, opts...)
+	return addr, hostKey
+}
+
+// carried returns the local end of a flow carried to address.
+func carried(t *testing.T, s *tunnel.Session, address string) (net.Conn, <-chan error) {
+	local, remote := net.Pipe()
+	t.Cleanup(func() { local.Close() })
+	errc := make(chan error, 1)
+	go func() { errc <- s.CarryDatagrams(context.Background(), remote, address) }()
+	return local, errc
+}
+
+func exchange(c net.Conn, msg string) (string, error) {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 65536)
+	n, err := c.Read(buf)
+	return string(buf[:n]), err
+}
+
+// TestDatagramsReachAUDPName: a flow carried to a name's UDP port reaches
+// the workload and its replies come back, datagram for datagram; the
+// name's TCP side is not dialled for it.
+func TestDatagramsReachAUDPName(t *testing.T) {
+	addr, hostKey := datagramAgent(t)
+	signer, _ := newKey(t)
+	s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{})
+	waitCatalog(t, s, 2*time.Second, "dns/udp 53", func(c tunnel.Catalog) bool {
+		return len(c.Names) == 1 && len(c.Names[0].UDPPorts) == 1 && c.Names[0].UDPPorts[0] == 53
+	})
+	local, _ := carried(t, s, "dns:53")
+	for _, msg := range []string{"a", strings.Repeat("x", 1400), strings.Repeat("y", tunnel.MaxDatagram-len("dns says "))} {
+		got, err := exchange(local, msg)
+		if err != nil || got != "dns says "+msg {
+			t.Fatalf("a datagram of %d bytes: got %d bytes, %v", len(msg), len(got), err)
+		}
+	}
+	_, errc := carried(t, s, "dns:54")
+	var dialErr *tunnel.DialError
+	if err := <-errc; !errors.As(err, &dialErr) || !strings.Contains(err.Error(), "UDP port 53, not 54") {
+		t.Fatalf("a port the name does not have: %v", err)
+	}
+}
+
+// TestAMalformedDatagramFrameClosesOnlyItsChannel: a frame longer than a
+// datagram ends its own flow; another flow of the same connection goes on.
+func TestAMalformedDatagramFrameClosesOnlyItsChannel(t *testing.T) {
+	addr, hostKey := datagramAgent(t)
+	signer, _ := newKey(t)
+	conn, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{User: "dev", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(hostKey), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	payload := ssh.Marshal(struct {
+		Host       string
+		Port       uint32
+		Origin     string
+		OriginPort uint32
+	}{"dns", 53, "127.0.0.1", 0})
+	open := func() ssh.Channel {
+		ch, reqs, err := conn.OpenChannel("datagram@plug", payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ssh.DiscardRequests(reqs)
+		return ch
+	}
+	frame := func(b []byte) []byte { return append(binary.BigEndian.AppendUint16(nil, uint16(len(b))), b...) }
+	bad, good := open(), open()
+	bad.Write([]byte{0xff, 0xff, 1, 2, 3})
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(bad); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the channel with a malformed frame stayed open")
+	}
+	good.Write(frame([]byte("still here")))
+	want := frame([]byte("dns says still here"))
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(good, got); err != nil || string(got) != string(want) {
+		t.Fatalf("the other flow: %q, %v", got, err)
+	}
+}
+
+// TestAFloodOfUDPFlowsIsCappedPerKey: each flow is one of the key's
+// channels; past the cap, a new flow is refused with the cap named.
+func TestAFloodOfUDPFlowsIsCappedPerKey(t *testing.T) {
+	addr, hostKey := datagramAgent(t, func(a *tunnel.Agent) { a.Limits = tunnel.Limits{ChannelsPerKey: 3} })
+	signer, _ := newKey(t)
+	s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{})
+	for i := range 3 {
+		local, _ := carried(t, s, "dns:53")
+		if _, err := exchange(local, "flow"); err != nil {
+			t.Fatalf("flow %d: %v", i, err)
+		}
+	}
+	_, errc := carried(t, s, "dns:53")
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "PLUG_MAX_CHANNELS_PER_KEY") {
+		t.Fatalf("a fourth flow: %v", err)
+	}
+}

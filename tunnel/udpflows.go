@@ -1,0 +1,187 @@
+package tunnel
+
+import (
+	"errors"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A UDP socket that many senders reach — a name's UDP port that a run
+// consumes, on the developer's machine; a name's UDP port that a run
+// serves, in the agent — splits its datagrams into flows, one per sender
+// address, each carried over a datagram channel of its own (udp.go), so
+// that the replies of the other side go back to the sender they answer.
+
+// flowQueue is how many datagrams of one flow wait to be carried; more are
+// dropped, as a full socket buffer drops them.
+const flowQueue = 256
+
+// FlowBudget counts the flows of one or more DatagramFlows against a cap:
+// Take returns false when no flow may start; Give returns one.
+type FlowBudget interface {
+	Take() bool
+	Give()
+}
+
+// FlowCap is a FlowBudget of at most Max flows at once.
+type FlowCap struct {
+	Max int32
+	n   atomic.Int32
+}
+
+// Take counts one flow more, unless Max are counted already.
+func (c *FlowCap) Take() bool {
+	if c.n.Add(1) > c.Max {
+		c.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Give counts one flow less.
+func (c *FlowCap) Give() { c.n.Add(-1) }
+
+// DatagramFlows reads the datagrams that reach a UDP socket and hands each
+// sender's to a handler as one flow: a net.Conn whose Read returns the
+// next datagram the sender sent and whose Write sends one back to it from
+// the socket. A flow ends when the handler closes it; the sender's next
+// datagram then starts a new one. The datagrams of a sender that would
+// start a flow past the budget are dropped, as are those that find their
+// flow's queue (flowQueue) full.
+type DatagramFlows struct {
+	pc     *net.UDPConn
+	budget FlowBudget
+	handle func(net.Conn)
+	done   chan struct{}
+
+	mu    sync.Mutex
+	flows map[netip.AddrPort]*datagramFlow
+}
+
+// NewDatagramFlows starts reading pc. handle is called in a goroutine of
+// its own for each new flow, and must close it when done with it. A flow's
+// replies go from the address its sender wrote to, where the system says
+// it (Linux), even when pc is bound to every address of the machine.
+func NewDatagramFlows(pc *net.UDPConn, budget FlowBudget, handle func(net.Conn)) *DatagramFlows {
+	reportDestinations(pc)
+	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), flows: map[netip.AddrPort]*datagramFlow{}}
+	go d.receive()
+	return d
+}
+
+// Conn is the socket d reads.
+func (d *DatagramFlows) Conn() *net.UDPConn { return d.pc }
+
+// Close closes the socket and ends every flow. It returns nil.
+func (d *DatagramFlows) Close() error {
+	d.pc.Close()
+	<-d.done
+	d.mu.Lock()
+	flows := slices.Collect(maps.Values(d.flows))
+	d.mu.Unlock()
+	for _, f := range flows {
+		f.Close()
+	}
+	return nil
+}
+
+func (d *DatagramFlows) receive() {
+	defer close(d.done)
+	buf := make([]byte, MaxDatagram)
+	oob := make([]byte, controlSpace)
+	for {
+		n, oobn, _, src, err := d.pc.ReadMsgUDPAddrPort(buf, oob)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		f := d.flow(src, oob[:oobn])
+		if f == nil {
+			continue // over the budget: dropped
+		}
+		select {
+		case f.queue <- append([]byte(nil), buf[:n]...):
+		default: // the flow's queue is full: dropped
+		}
+	}
+}
+
+// flow returns src's flow, starting it if it is new (its replies sent with
+// the control message oob calls for); nil when the budget allows no other.
+func (d *DatagramFlows) flow(src netip.AddrPort, oob []byte) *datagramFlow {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f := d.flows[src]; f != nil {
+		return f
+	}
+	if !d.budget.Take() {
+		return nil
+	}
+	f := &datagramFlow{d: d, src: src, from: replyControl(oob), queue: make(chan []byte, flowQueue), closed: make(chan struct{})}
+	d.flows[src] = f
+	go d.handle(f)
+	return f
+}
+
+// datagramFlow is one sender's datagrams as a net.Conn.
+type datagramFlow struct {
+	d      *DatagramFlows
+	src    netip.AddrPort
+	from   []byte // the control message naming the replies' source; nil: the kernel picks
+	queue  chan []byte
+	closed chan struct{}
+	once   sync.Once
+
+	deadline time.Time // of Read; set and read by the flow's one reader only
+}
+
+func (f *datagramFlow) Read(b []byte) (int, error) {
+	var expired <-chan time.Time
+	if !f.deadline.IsZero() {
+		t := time.NewTimer(time.Until(f.deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case d := <-f.queue:
+		return copy(b, d), nil
+	case <-f.closed:
+		return 0, net.ErrClosed
+	case <-expired:
+		return 0, os.ErrDeadlineExceeded
+	}
+}
+
+func (f *datagramFlow) Write(b []byte) (int, error) {
+	if f.from != nil {
+		n, _, err := f.d.pc.WriteMsgUDPAddrPort(b, f.from, f.src)
+		return n, err
+	}
+	return f.d.pc.WriteToUDPAddrPort(b, f.src)
+}
+
+// Close ends the flow and gives its place in the budget back.
+func (f *datagramFlow) Close() error {
+	f.once.Do(func() {
+		close(f.closed)
+		f.d.mu.Lock()
+		delete(f.d.flows, f.src)
+		f.d.mu.Unlock()
+		f.d.budget.Give()
+	})
+	return nil
+}
+
+func (f *datagramFlow) LocalAddr() net.Addr                { return f.d.pc.LocalAddr() }
+func (f *datagramFlow) RemoteAddr() net.Addr               { return net.UDPAddrFromAddrPort(f.src) }
+func (f *datagramFlow) SetDeadline(t time.Time) error      { return f.SetReadDeadline(t) }
+func (f *datagramFlow) SetReadDeadline(t time.Time) error  { f.deadline = t; return nil }
+func (f *datagramFlow) SetWriteDeadline(t time.Time) error { return nil }
