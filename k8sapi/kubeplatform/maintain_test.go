@@ -46,6 +46,31 @@ func TestSweepGivesBackWhenTheHolderPodIsGone(t *testing.T) {
 	}
 }
 
+// The old agent still runs while the new one gives its name back (a
+// force-deleted pod): a tend of the old agent that read the Service before
+// the give back writes no slice after it, so none is left to send callers
+// to the old agent.
+func TestATendThatReadBeforeAGiveBackWritesNoSlice(t *testing.T) {
+	f, before := webKube(t, 1)
+	old := f.platform(t, f.agentPod(t, "agent-old"), nil)
+	tunneltest.Serve(t, old, fakeRun("run-1", "web", 80, nil))
+	read := f.service(t, "web")
+	r := f.receipt(t, "web")
+
+	if err := f.admin.Pods(fakeNS).Delete(bg, "agent-old", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.platform(t, f.agentPod(t, "agent-new"), nil).sweep(bg, true)
+	f.restored(t, "web", before, "after the new agent's sweep")
+
+	if err := old.settle(bg, read, r, false); err != nil {
+		t.Fatalf("the old agent's late tend: %v", err)
+	}
+	if s := f.slicesOf(t, "web")[ManagedBy]; len(s) != 0 {
+		t.Errorf("the old agent's late tend wrote plug's slices again: %v", s)
+	}
+}
+
 // An agent restarted in the same pod holds no runs: at boot it gives back
 // what names its pod.
 func TestSweepAtBootGivesBackWhatNamesThisPod(t *testing.T) {

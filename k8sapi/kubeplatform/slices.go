@@ -2,6 +2,7 @@ package kubeplatform
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -218,6 +219,12 @@ func (p *Platform) podSlices(svc *k8sapi.Service, r receipt, pods []k8sapi.Pod) 
 // every other writer deleted, so that kube-proxy sends nothing elsewhere.
 // The legacy Endpoints go too when first is set or a foreign slice was
 // found (the mirroring controller copies them into a slice).
+//
+// Unless first is set, a slice found missing is written again only while a
+// fresh read of the Service still shows r's holder on this agent: a give
+// back (by any agent) removes the receipt before it deletes the slices, so
+// a settle that read svc before the give back would otherwise write a
+// slice again after it, which nothing would then remove until a sweep.
 func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, first bool) error {
 	p.settling.Lock()
 	defer p.settling.Unlock()
@@ -233,7 +240,14 @@ func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, f
 		p.noteDeployed(svc.Metadata.Name, *r.Original, pods.Items)
 	}
 	want = append(want, p.agentSlice(svc, r))
-	if err := p.syncSlices(ctx, svc.Metadata.Name, want); err != nil {
+	var mayCreate func() error
+	if !first {
+		mayCreate = func() error { return p.stillHeld(ctx, svc.Metadata.Name, r) }
+	}
+	if err := p.syncSlices(ctx, svc.Metadata.Name, want, mayCreate); err != nil {
+		if errors.Is(err, errGivenBack) {
+			return nil // the next tend tells the run
+		}
 		return err
 	}
 	if r.Created {
@@ -242,8 +256,30 @@ func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, f
 	return p.dropForeign(ctx, svc.Metadata.Name, first)
 }
 
+// errGivenBack says the name being settled was given back meanwhile.
+var errGivenBack = errors.New("given back meanwhile")
+
+// stillHeld reads Service name afresh and returns errGivenBack unless its
+// receipt is still held by r's run on this agent.
+func (p *Platform) stillHeld(ctx context.Context, name string, r receipt) error {
+	svc, err := p.c.Services(p.ns).Get(ctx, name)
+	if k8sapi.IsNotFound(err) {
+		return errGivenBack
+	}
+	if err != nil {
+		return err
+	}
+	cur, has, _ := receiptOf(svc)
+	if !has || !cur.Holder.tunnel().SameRun(r.Holder.tunnel()) || cur.Pod != p.pod {
+		return errGivenBack
+	}
+	return nil
+}
+
 // syncSlices makes plug's EndpointSlices of Service name exactly want.
-func (p *Platform) syncSlices(ctx context.Context, name string, want []k8sapi.EndpointSlice) error {
+// Before it writes a slice that does not exist, it calls mayCreate (when
+// not nil), once, and stops with its error if there is one.
+func (p *Platform) syncSlices(ctx context.Context, name string, want []k8sapi.EndpointSlice, mayCreate func() error) error {
 	slicesAPI := p.c.EndpointSlices(p.ns)
 	have, err := slicesAPI.List(ctx, plugSlicesOf(name))
 	if err != nil {
@@ -258,6 +294,12 @@ func (p *Platform) syncSlices(ctx context.Context, name string, want []k8sapi.En
 		delete(current, w.Metadata.Name)
 		switch {
 		case !exists:
+			if mayCreate != nil {
+				if err := mayCreate(); err != nil {
+					return err
+				}
+				mayCreate = nil
+			}
 			if _, err := slicesAPI.Create(ctx, &w); err != nil {
 				return fmt.Errorf("writing the endpoint slice %s: %w", w.Metadata.Name, err)
 			}
@@ -316,5 +358,5 @@ func (p *Platform) dropForeign(ctx context.Context, name string, endpoints bool)
 
 // deletePlugSlices deletes every EndpointSlice plug wrote for Service name.
 func (p *Platform) deletePlugSlices(ctx context.Context, name string) error {
-	return p.syncSlices(ctx, name, nil)
+	return p.syncSlices(ctx, name, nil, nil)
 }
