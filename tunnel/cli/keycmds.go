@@ -24,9 +24,8 @@ prints its SHA256 fingerprint. -p may be left out when there is one profile.
 `,
 	run: func(c *cli, args []string) error {
 		fs := flags("keygen")
-		profile := fs.String("p", "", "")
 		force := fs.Bool("force", false, "")
-		store, name, err := c.profileArgs("keygen", fs, args, profile)
+		store, name, err := c.profileArgs("keygen", fs, args)
 		if err != nil {
 			return err
 		}
@@ -167,9 +166,10 @@ already exists. A profile name is ` + keys.NameForm + `.
 }
 
 // profileArgs parses the arguments of a command that takes -p PROFILE
-// only, and resolves the profile, which must exist.
-func (c *cli) profileArgs(cmd string, fs *flag.FlagSet, args []string, profile *string) (keys.Store, string, error) {
-	store, name, pos, err := c.profileAndArgs(cmd, fs, args, profile)
+// (profileAndArgs) and no positional argument, and resolves the profile,
+// which must exist.
+func (c *cli) profileArgs(cmd string, fs *flag.FlagSet, args []string) (keys.Store, string, error) {
+	store, name, pos, err := c.profileAndArgs(cmd, fs, args)
 	if err == nil && len(pos) > 0 {
 		return keys.Store{}, "", usageError(cmd, "%s takes no arguments besides -p PROFILE, got %q", cmd, pos[0])
 	}
@@ -178,14 +178,14 @@ func (c *cli) profileArgs(cmd string, fs *flag.FlagSet, args []string, profile *
 
 // profileOnly is profileArgs for a command whose one flag is -p PROFILE.
 func (c *cli) profileOnly(cmd string, args []string) (keys.Store, string, error) {
-	fs := flags(cmd)
-	profile := fs.String("p", "", "")
-	return c.profileArgs(cmd, fs, args, profile)
+	return c.profileArgs(cmd, flags(cmd), args)
 }
 
-// profileAndArgs is profileArgs for a command that takes arguments too: it
-// returns them.
-func (c *cli) profileAndArgs(cmd string, fs *flag.FlagSet, args []string, profile *string) (keys.Store, string, []string, error) {
+// profileAndArgs parses the arguments of a command that takes -p PROFILE,
+// which it adds to fs, the command's other flags, and positional
+// arguments, which it returns; it resolves the profile, which must exist.
+func (c *cli) profileAndArgs(cmd string, fs *flag.FlagSet, args []string) (keys.Store, string, []string, error) {
+	profile := fs.String("p", "", "")
 	pos, err := c.parse(cmd, fs, args, true)
 	if err != nil {
 		return keys.Store{}, "", nil, err

@@ -54,9 +54,8 @@ and changes nothing. The first member is set by the cluster's operator
 			return usageError("members", "members: %q is not accept, refuse or remove", op)
 		}
 		fs := flags("members")
-		profile := fs.String("p", "", "")
 		reason := fs.String("reason", "", "")
-		store, name, pos, err := c.profileAndArgs("members", fs, args, profile)
+		store, name, pos, err := c.profileAndArgs("members", fs, args)
 		if err != nil {
 			return err
 		}
@@ -75,22 +74,18 @@ and changes nothing. The first member is set by the cluster's operator
 		if *reason != "" && op != "remove" {
 			return usageError("members", "--reason goes with remove only")
 		}
-		cfg, err := questionConfig(store, name)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		l, done, err := tunnel.ManageMembers(ctx, cfg, op, key, *reason)
-		if err != nil {
-			return err
-		}
-		if done != "" {
-			fmt.Fprintf(c.stderr, "plug: %s\n", done)
+		return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
+			l, done, err := tunnel.ManageMembers(ctx, cfg, op, key, *reason)
+			if err != nil {
+				return err
+			}
+			if done != "" {
+				fmt.Fprintf(c.stderr, "plug: %s\n", done)
+				return nil
+			}
+			writeMembers(c.stdout, l, time.Now())
 			return nil
-		}
-		writeMembers(c.stdout, l, time.Now())
-		return nil
+		})
 	},
 }
 

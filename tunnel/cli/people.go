@@ -47,26 +47,22 @@ nothing.
 		if err != nil {
 			return err
 		}
-		cfg, err := questionConfig(store, name)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		runs, all, err := tunnel.Who(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		writeWho(c.stdout, runs, time.Now())
-		switch {
-		case len(runs) == 0 && all:
-			fmt.Fprintf(c.stderr, "plug: nobody is plugged into %s\n", name)
-		case len(runs) == 0:
-			fmt.Fprintf(c.stderr, "plug: no run of your key is plugged into %s (you see your own runs only)\n", name)
-		case !all:
-			fmt.Fprintln(c.stderr, "plug: these are your key's runs only; members (with admission by approval) and admins see everyone's")
-		}
-		return nil
+		return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
+			runs, all, err := tunnel.Who(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			writeWho(c.stdout, runs, time.Now())
+			switch {
+			case len(runs) == 0 && all:
+				fmt.Fprintf(c.stderr, "plug: nobody is plugged into %s\n", name)
+			case len(runs) == 0:
+				fmt.Fprintf(c.stderr, "plug: no run of your key is plugged into %s (you see your own runs only)\n", name)
+			case !all:
+				fmt.Fprintln(c.stderr, "plug: these are your key's runs only; members (with admission by approval) and admins see everyone's")
+			}
+			return nil
+		})
 	},
 }
 
@@ -143,9 +139,8 @@ usage.
 `,
 	run: func(c *cli, args []string) error {
 		fs := flags("end")
-		profile := fs.String("p", "", "")
 		reason := fs.String("reason", "", "")
-		store, name, pos, err := c.profileAndArgs("end", fs, args, profile)
+		store, name, pos, err := c.profileAndArgs("end", fs, args)
 		if err != nil {
 			return err
 		}
@@ -155,22 +150,18 @@ usage.
 		if strings.TrimSpace(*reason) == "" {
 			return usageError("end", "end needs --reason TEXT: the developer reads it in their terminal")
 		}
-		cfg, err := questionConfig(store, name)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		ended, err := tunnel.End(ctx, cfg, pos[0], *reason)
-		if err != nil {
-			return err
-		}
-		if awaitGone(ctx, cfg, ended.Run, 15*time.Second) {
-			fmt.Fprintf(c.stderr, "plug: ended run %s of %s (%s); everything it set aside is back\n", ended.Run, ended.User, ended.Key)
+		return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
+			ended, err := tunnel.End(ctx, cfg, pos[0], *reason)
+			if err != nil {
+				return err
+			}
+			if awaitGone(ctx, cfg, ended.Run, 15*time.Second) {
+				fmt.Fprintf(c.stderr, "plug: ended run %s of %s (%s); everything it set aside is back\n", ended.Run, ended.User, ended.Key)
+				return nil
+			}
+			fmt.Fprintf(c.stderr, "plug: run %s of %s (%s) is ended; some replica is still giving its names back (plug who -p %s shows it until done)\n", ended.Run, ended.User, ended.Key, name)
 			return nil
-		}
-		fmt.Fprintf(c.stderr, "plug: run %s of %s (%s) is ended; some replica is still giving its names back (plug who -p %s shows it until done)\n", ended.Run, ended.User, ended.Key, name)
-		return nil
+		})
 	},
 }
 
@@ -191,8 +182,21 @@ func awaitGone(ctx context.Context, cfg tunnel.ClientConfig, run string, timeout
 	return false
 }
 
+// ask asks profile name's agent one question (who, end, members) with the
+// profile's key: q gets how to reach the agent (questionConfig) and a
+// context that ends a minute after ask began; ask returns what q returns.
+func ask(store keys.Store, name string, q func(ctx context.Context, cfg tunnel.ClientConfig) error) error {
+	cfg, err := questionConfig(store, name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return q(ctx, cfg)
+}
+
 // questionConfig is how to reach profile name's agent to ask it questions
-// (who, end, members) with the profile's key.
+// with the profile's key.
 func questionConfig(store keys.Store, name string) (tunnel.ClientConfig, error) {
 	t, err := loadTarget(store, name)
 	if err != nil {

@@ -70,10 +70,9 @@ what to do); 2 bad usage.
 `,
 	run: func(c *cli, args []string) error {
 		fs := flags("update")
-		profile := fs.String("p", "", "")
 		image := fs.String("agent", "", "")
 		wait := fs.Duration("wait", tunnel.DefaultUpdateWait, "")
-		store, name, err := c.profileArgs("update", fs, args, profile)
+		store, name, err := c.profileArgs("update", fs, args)
 		if err != nil {
 			return err
 		}
