@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"maps"
 	"net"
@@ -298,15 +299,19 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		// A connection over its address's share is closed here, at the
-		// least cost: a flood must not slow the accepting of others.
+		// A connection over its address's share, and over the queue's, is
+		// refused here, at the least cost: a flood must not slow the
+		// accepting of others.
 		src := sourceOf(c.RemoteAddr())
-		if ok, why := a.unauth.take(src); !ok {
-			c.Close()
-			a.plog.printf(src.String(), "refused a connection from %s: %s", c.RemoteAddr(), why)
+		taken, queued, why := a.unauth.take(src)
+		if !taken && !queued {
+			a.refuseBusy(c, src, why)
 			continue
 		}
 		if !a.track(c) {
+			if taken {
+				a.unauth.give(src)
+			}
 			c.Close()
 			return nil
 		}
@@ -314,9 +319,25 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 		go func() {
 			defer a.wg.Done()
 			defer a.untrack(c)
+			if queued {
+				if ok, why := a.unauth.wait(ctx, src); !ok {
+					a.refuseBusy(c, src, why)
+					return
+				}
+			}
 			a.handle(c, src)
 		}()
 	}
+}
+
+// refuseBusy closes a connection over the caps of unauthenticated
+// connections, with a line before that says why (busyPrefix): the CLI
+// recognises it and tries again.
+func (a *Agent) refuseBusy(c net.Conn, src netip.Addr, why string) {
+	c.SetWriteDeadline(time.Now().Add(time.Second)) // a new connection's send buffer is empty: this does not wait
+	io.WriteString(c, busyPrefix+why+"; try again in a moment\r\n")
+	c.Close()
+	a.plog.printf(src.String(), "refused a connection from %s: %s", c.RemoteAddr(), why)
 }
 
 // track records an open connection so that shutdown can close it; false

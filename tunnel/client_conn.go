@@ -127,16 +127,19 @@ func (s *Session) checkVersions(agent string) error {
 	return nil
 }
 
-// handshake connects to the agent, checks its host key against the pinned
-// one and authenticates. Until abort is called, the connection is closed
-// when ctx ends; abort reports whether that has not happened yet.
-func (s *Session) handshake(ctx context.Context) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
+// handshakeOnce connects to the agent, checks its host key against the
+// pinned one and authenticates. Until abort is called, the connection is
+// closed when ctx ends; abort reports whether that has not happened yet.
+// A connection the agent closed before authentication was over is a
+// *closedError.
+func (s *Session) handshakeOnce(ctx context.Context) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
 	cfg := s.cfg
 	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	dialled, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, nil, nil, nil, unreachable(cfg.Addr, err)
 	}
+	raw := &headConn{Conn: dialled}
 	abort = context.AfterFunc(ctx, func() { raw.Close() })
 	var banner strings.Builder
 	sshConfig := &ssh.ClientConfig{
@@ -160,6 +163,9 @@ func (s *Session) handshake(ctx context.Context) (conn ssh.Conn, chans <-chan ss
 	conn, chans, reqs, err = ssh.NewClientConn(raw, cfg.Addr, sshConfig)
 	if err != nil {
 		abort()
+		if closed := closedEarly(cfg.Addr, err, raw.first()); closed != nil && ctx.Err() == nil {
+			return nil, nil, nil, nil, closed
+		}
 		return nil, nil, nil, nil, s.handshakeError(ctx, err, banner.String())
 	}
 	return conn, chans, reqs, abort, nil

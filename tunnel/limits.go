@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -72,7 +73,21 @@ const (
 	// address takes only its own share.
 	maxUnauthenticated        = 512
 	maxUnauthenticatedPerAddr = 32
+	// A connection over those caps waits up to slotWait for a slot, before
+	// its handshake begins: a burst (many runs started at once behind one
+	// NAT address) is queued rather than refused. maxWaiting connections
+	// may wait at once, maxWaitingPerAddr from one address; one over those
+	// is refused at once.
+	slotWait          = 5 * time.Second
+	maxWaiting        = 512
+	maxWaitingPerAddr = 64
 )
+
+// busyPrefix starts the line the agent sends, before closing, to a
+// connection it refuses over the caps above. RFC 4253 (4.2) lets a server
+// send lines of text before its version line; SSH clients ignore them, and
+// plug's CLI recognises this one and tries again (client_retry.go).
+const busyPrefix = "plug agent busy: "
 
 // capError says a peer reached one of the agent's caps. Text names the cap
 // and the setting that raises it.
@@ -184,28 +199,74 @@ func capCheck(n, max int, what, setting string) error {
 }
 
 // addrLimiter bounds the unauthenticated connections per source address
-// and in all.
+// and in all, and queues those over the bounds for a while.
 type addrLimiter struct {
-	mu    sync.Mutex
-	total int
-	per   map[netip.Addr]int
+	mu      sync.Mutex
+	total   int // connections holding a slot
+	waiting int // connections waiting for one
+	per     map[netip.Addr]*addrCount
+	freed   chan struct{} // closed and replaced when a slot is given back
 }
 
-// take counts a connection from addr; false when addr, or everybody, has
-// as many as allowed, and then why.
-func (l *addrLimiter) take(addr netip.Addr) (bool, string) {
+type addrCount struct{ held, waiting int }
+
+// take counts a connection from addr: at once when addr and everybody are
+// under their caps (taken); else it joins the queue, and must call wait,
+// when the queue has room (queued); else it is refused, and why says why.
+func (l *addrLimiter) take(addr netip.Addr) (taken, queued bool, why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	c := l.count(addr)
+	if c.waiting == 0 && l.free(c) { // those waiting from addr go first
+		c.held++
+		l.total++
+		return true, false, ""
+	}
 	switch {
-	case l.per[addr] >= maxUnauthenticatedPerAddr:
-		return false, fmt.Sprintf("%d connections from that address are in their handshake or downloading already", maxUnauthenticatedPerAddr)
-	case l.total >= maxUnauthenticated:
-		return false, fmt.Sprintf("%d connections are in their handshake or downloading already", maxUnauthenticated)
+	case c.waiting >= maxWaitingPerAddr:
+		l.forget(addr, c)
+		return false, false, fmt.Sprintf("%s, and %d from it are waiting for their turn", l.full(c), maxWaitingPerAddr)
+	case l.waiting >= maxWaiting:
+		l.forget(addr, c)
+		return false, false, fmt.Sprintf("%s, and %d are waiting for their turn", l.full(c), maxWaiting)
 	}
-	if l.per == nil {
-		l.per = map[netip.Addr]int{}
+	c.waiting++
+	l.waiting++
+	return false, true, ""
+}
+
+// wait waits, for a connection take queued, until a slot is free (true),
+// until slotWait has passed or ctx ends (false, and why). It leaves the
+// queue either way.
+func (l *addrLimiter) wait(ctx context.Context, addr netip.Addr) (bool, string) {
+	timeout := time.NewTimer(slotWait)
+	defer timeout.Stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.per[addr]
+	defer func() {
+		c.waiting--
+		l.waiting--
+		l.forget(addr, c)
+	}()
+	for !l.free(c) {
+		if l.freed == nil {
+			l.freed = make(chan struct{})
+		}
+		freed := l.freed
+		l.mu.Unlock()
+		select {
+		case <-freed:
+		case <-timeout.C:
+			l.mu.Lock()
+			return false, l.full(c) + fmt.Sprintf(" and it waited %s for its turn", slotWait)
+		case <-ctx.Done():
+			l.mu.Lock()
+			return false, "the agent is stopping"
+		}
+		l.mu.Lock()
 	}
-	l.per[addr]++
+	c.held++
 	l.total++
 	return true, ""
 }
@@ -213,10 +274,48 @@ func (l *addrLimiter) take(addr netip.Addr) (bool, string) {
 func (l *addrLimiter) give(addr netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.per[addr]--; l.per[addr] <= 0 {
+	c := l.per[addr]
+	c.held--
+	l.total--
+	l.forget(addr, c)
+	if l.freed != nil {
+		close(l.freed)
+		l.freed = nil
+	}
+}
+
+// count is addr's count, a new one if it has none. Called with l.mu held.
+func (l *addrLimiter) count(addr netip.Addr) *addrCount {
+	if l.per == nil {
+		l.per = map[netip.Addr]*addrCount{}
+	}
+	c := l.per[addr]
+	if c == nil {
+		c = &addrCount{}
+		l.per[addr] = c
+	}
+	return c
+}
+
+// forget drops addr's count once it counts nothing. Called with l.mu held.
+func (l *addrLimiter) forget(addr netip.Addr, c *addrCount) {
+	if *c == (addrCount{}) {
 		delete(l.per, addr)
 	}
-	l.total--
+}
+
+// free says whether an address counted c may take a slot. Called with
+// l.mu held.
+func (l *addrLimiter) free(c *addrCount) bool {
+	return c.held < maxUnauthenticatedPerAddr && l.total < maxUnauthenticated
+}
+
+// full says which cap an address counted c is at. Called with l.mu held.
+func (l *addrLimiter) full(c *addrCount) string {
+	if c.held >= maxUnauthenticatedPerAddr {
+		return fmt.Sprintf("%d connections from that address are in their handshake or downloading already", maxUnauthenticatedPerAddr)
+	}
+	return fmt.Sprintf("%d connections are in their handshake or downloading already", maxUnauthenticated)
 }
 
 // sourceOf is the source address a connection is counted under: its IP,

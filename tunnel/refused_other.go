@@ -9,3 +9,8 @@ import (
 
 // isRefused reports whether a dial failed because nothing listens there.
 func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// isPeerReset reports whether the peer reset or aborted a connection.
+func isPeerReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
+}

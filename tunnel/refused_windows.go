@@ -12,3 +12,9 @@ import (
 func isRefused(err error) bool {
 	return errors.Is(err, windows.WSAECONNREFUSED) || errors.Is(err, syscall.ECONNREFUSED)
 }
+
+// isPeerReset reports whether the peer reset or aborted a connection.
+func isPeerReset(err error) bool {
+	return errors.Is(err, windows.WSAECONNRESET) || errors.Is(err, windows.WSAECONNABORTED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
+}
