@@ -153,7 +153,11 @@ func (d *driver) kubectlCmd(args ...string) *exec.Cmd {
 // the end of its standard error.
 func output(cmd *exec.Cmd) (string, error) {
 	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	if cmd.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(cmd.Stderr, &stderr)
+	} else {
+		cmd.Stderr = &stderr
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())

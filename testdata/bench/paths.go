@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -301,6 +303,15 @@ func (d *driver) runSuite(p path, args ...string) (map[string][]string, error) {
 	default:
 		cmd = d.pod(args...)
 	}
+	// What the tool (and plug -c) says on stderr is kept, even when it
+	// succeeds: a connection that failed among many is counted, and its
+	// error is only there.
+	log, err := os.OpenFile(filepath.Join(d.work, d.profile+"-"+strings.ReplaceAll(p.name, "/", "-")+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd.Stderr = log
 	out, err := output(cmd)
 	if err != nil {
 		return nil, err
