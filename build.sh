@@ -110,7 +110,7 @@ test_all() {
 	trap 'clusters_down || exit 1' EXIT
 	vet
 	go test -count=1 -timeout 30m ./...
-	for m in testdata/workload testdata/cluster testdata/swarm; do
+	for m in testdata/workload testdata/cluster testdata/swarm testdata/bench; do
 		(cd "$m" && go test -count=1 -timeout 30m ./...)
 	done
 }
