@@ -238,9 +238,12 @@ deploy() {
 		$KUBECTL -n "$KNS" apply -f - >/dev/null
 	# The bench's runs all use one key, where as many developers would each
 	# have their own: its agent takes more from one key than the default
-	# caps allow (16 runs, 32 names, 32 SSH connections).
+	# caps allow (16 runs, 32 names, 32 SSH connections, 1000 connections
+	# through the agent, which its serve runs and lingering UDP flows share
+	# with the 1,000 concurrent connections).
 	$KUBECTL -n "$KNS" set env deployment/plug PLUG_MAX_RUNS_PER_KEY=64 \
-		PLUG_MAX_NAMES_PER_KEY=128 PLUG_MAX_CONNECTIONS_PER_KEY=128 >/dev/null
+		PLUG_MAX_NAMES_PER_KEY=128 PLUG_MAX_CONNECTIONS_PER_KEY=128 \
+		PLUG_MAX_CHANNELS_PER_KEY=4000 >/dev/null
 	sed -e "s|BENCH_IMAGE|$BENCH_IMAGE|" -e "s|WORKLOAD_IMAGE|$WORKLOAD_IMAGE|" "$here/k8s.yaml" |
 		$KUBECTL -n "$KNS" apply -f - >/dev/null
 	$KUBECTL -n "$KNS" rollout status deployment/plug --timeout=120s >/dev/null
