@@ -24,10 +24,8 @@ import (
 	"plug/tunnel/memplatform"
 )
 
-var agentCommand = &command{
-	name:     "agent",
-	synopsis: "run the agent inside a cluster (the image's entrypoint)",
-	usage: `Usage: plug agent [--ready]
+// agentUsage is the usage of plug agent.
+var agentUsage = `Usage: plug agent [--ready]
        plug agent members ... (the operator's side of admission by approval; plug agent members -h)
 
 Runs plug's agent: the SSH server in the cluster that developers' plug runs
@@ -77,31 +75,32 @@ removed) is on standard output, one JSON object per line.
 SIGTERM or SIGINT stop it; the names it serves are given back first. When
 another agent takes over (a rollout) its runs move there; when every agent
 is going away (scaled to zero, removed) the runs end, saying so.
-`,
-	run: func(c *cli, args []string) error {
-		if len(args) > 0 && args[0] == "members" {
-			if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
-				fmt.Fprint(c.stdout, agentMembersUsage)
-				return nil
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			return c.agentMembers(ctx, args[1:])
+`
+
+// runAgent is plug agent.
+func runAgent(c *cli, args []string) error {
+	if len(args) > 0 && args[0] == "members" {
+		if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+			fmt.Fprint(c.stdout, agentMembersUsage)
+			return nil
 		}
-		fs := flags("agent")
-		ready := fs.Bool("ready", false, "")
-		pos, err := c.parse("agent", fs, args, true)
-		if err != nil {
-			return err
-		}
-		if len(pos) > 0 {
-			return usageError("agent", "agent takes no arguments, it reads its environment; got %q", pos[0])
-		}
-		if *ready {
-			return c.agentReady()
-		}
-		return c.agent(context.Background())
-	},
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return c.agentMembers(ctx, args[1:])
+	}
+	fs := flags("agent")
+	ready := fs.Bool("ready", false, "")
+	pos, err := c.parse("agent", fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("agent", "agent takes no arguments, it reads its environment; got %q", pos[0])
+	}
+	if *ready {
+		return c.agentReady()
+	}
+	return c.agent(context.Background())
 }
 
 // newPlatform makes the Platform named by PLUG_PLATFORM. A new platform is

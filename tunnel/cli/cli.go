@@ -30,11 +30,31 @@ type command struct {
 	run      func(c *cli, args []string) error
 }
 
-// commands is plug's command table, in the order the overview shows them.
-// The commands reach it through their cli (cli.commands), which keeps
-// their own declarations from depending on it.
-var commands = []*command{runCommand, agentCommand, keygenCommand, pubkeyCommand, lsCommand,
-	rnCommand, profileCommand, doctorCommand, whoCommand, endCommand, membersCommand, setupCommand, smbCommand, updateCommand, versionCommand, helpCommand}
+// commands is plug's command table and the index of the CLI, in the order
+// the overview (plug help) lists them: each command's name and its line in
+// the overview; its usage (plug help NAME, or NAME -h) and its code are in
+// the command's own file. The first, "run", is a run (plug -p PROFILE ...
+// CMD), which the overview shows apart. The commands reach the table
+// through their cli (cli.commands), which keeps their own code from
+// depending on it.
+var commands = []*command{
+	{name: "run", synopsis: "run CMD as a member of each PROFILE's cluster", usage: runUsage, run: runRun},
+	{name: "agent", synopsis: "run the agent inside a cluster (the image's entrypoint)", usage: agentUsage, run: runAgent},
+	{name: "keygen", synopsis: "generate the key pair of a profile", usage: keygenUsage, run: runKeygen},
+	{name: "pubkey", synopsis: "print the public key of a profile, to deposit it", usage: pubkeyUsage, run: runPubkey},
+	{name: "ls", synopsis: "list the profiles and their keys", usage: lsUsage, run: runLs},
+	{name: "rn", synopsis: "rename a profile with its key pair", usage: rnUsage, run: runRn},
+	{name: "profile", synopsis: "add a profile by hand (the installer does it for you)", usage: profileUsage, run: runProfile},
+	{name: "doctor", synopsis: "check a profile, its agent and the agent's rights", usage: doctorUsage, run: runDoctor},
+	{name: "who", synopsis: "list who is plugged into a profile's cluster", usage: whoUsage, run: runWho},
+	{name: "end", synopsis: "end a run plugged into a profile's cluster, saying why", usage: endUsage, run: runEnd},
+	{name: "members", synopsis: "list, accept, refuse and remove the keys let in (admission by approval)", usage: membersUsage, run: runMembers},
+	{name: "setup", synopsis: "prepare this machine once, so that runs need no privilege (as root)", usage: setupUsage, run: runSetup},
+	{name: "smb", synopsis: "serve a directory over SMB (the volume helper's engine)", usage: smbUsage, run: runSmb},
+	{name: "update", synopsis: "bring this plug to the version of a profile's agent, or move the agent to an image", usage: updateUsage, run: runUpdate},
+	{name: "version", synopsis: "print plug's version", usage: versionUsage, run: runVersion},
+	{name: "help", synopsis: "show the usage of plug or of one command", usage: helpUsage, run: runHelp},
+}
 
 // cli carries the standard streams, so tests can capture them, and the
 // command table.
@@ -75,11 +95,11 @@ func (c *cli) main(args []string) int {
 		return 0
 	}
 	if strings.HasPrefix(args[0], "-") && args[0] != "--version" {
-		return c.exit(runCommand.run(c, args))
+		return c.exit(runRun(c, args))
 	}
 	name := strings.TrimPrefix(args[0], "--")
 	cmd := c.lookup(name)
-	if cmd == nil || cmd == runCommand {
+	if cmd == nil || cmd.name == "run" {
 		return c.exit(usageError("", "there is no command %q; to run a program, give -s or -c first: plug -p PROFILE -c -- %s", args[0], args[0]))
 	}
 	return c.exit(cmd.run(c, args[1:]))

@@ -204,14 +204,14 @@ func TestHelpOnEveryCommand(t *testing.T) {
 			t.Errorf("plug %v: exit %d, want the overview", args, code)
 		}
 	}
-	if code, stdout, _ := plug(t, "-p", "x", "--help"); code != 0 || stdout != runCommand.usage {
+	if code, stdout, _ := plug(t, "-p", "x", "--help"); code != 0 || stdout != runUsage {
 		t.Errorf("plug -p x --help: exit %d, want the usage of runs", code)
 	}
-	if code, stdout, _ := plug(t, "help", "run"); code != 0 || stdout != runCommand.usage {
+	if code, stdout, _ := plug(t, "help", "run"); code != 0 || stdout != runUsage {
 		t.Errorf("plug help run: exit %d, want the usage of runs", code)
 	}
 	for _, c := range commands {
-		if c == runCommand {
+		if c.name == "run" {
 			continue
 		}
 		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}} {

@@ -16,10 +16,8 @@ import (
 	"plug/tunnel"
 )
 
-var doctorCommand = &command{
-	name:     "doctor",
-	synopsis: "check a profile, its agent and the agent's rights",
-	usage: `Usage: plug doctor [-p PROFILE]
+// doctorUsage is the usage of plug doctor.
+const doctorUsage = `Usage: plug doctor [-p PROFILE]
 
 Checks, one line each, what a run of PROFILE needs: the profile and its key
 pair, that the agent answers (and how to reach it when it does not), that it
@@ -37,21 +35,22 @@ rights and refuses runs: the agent answers doctor all the same.
 Each line starts with ok, warn (a feature is off, the rest works) or FAIL.
 Exit codes: 0 nothing failed; 1 something failed (the lines say what to do);
 2 bad usage.
-`,
-	run: func(c *cli, args []string) error {
-		store, name, err := c.profileOnly("doctor", args)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		d := &doctor{out: c.stdout}
-		d.examine(ctx, store, name)
-		if d.failed > 0 {
-			return &exitCode{ExitFailed, fmt.Errorf("doctor: %d check(s) failed", d.failed)}
-		}
-		return nil
-	},
+`
+
+// runDoctor is plug doctor.
+func runDoctor(c *cli, args []string) error {
+	store, name, err := c.profileOnly("doctor", args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := &doctor{out: c.stdout}
+	d.examine(ctx, store, name)
+	if d.failed > 0 {
+		return &exitCode{ExitFailed, fmt.Errorf("doctor: %d check(s) failed", d.failed)}
+	}
+	return nil
 }
 
 // doctor writes the findings of plug doctor, one line each.

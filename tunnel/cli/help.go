@@ -5,32 +5,31 @@ import (
 	"strings"
 )
 
-var helpCommand = &command{
-	name:     "help",
-	synopsis: "show the usage of plug or of one command",
-	usage: `Usage: plug help [COMMAND]
+// helpUsage is the usage of plug help.
+const helpUsage = `Usage: plug help [COMMAND]
 
 Shows the overview of plug, or the full usage of COMMAND.
 Every command also takes -h or --help.
-`,
-	run: func(c *cli, args []string) error {
-		fs := flags("help")
-		pos, err := c.parse("help", fs, args, true)
-		if err != nil {
-			return err
-		}
-		switch {
-		case len(pos) == 0:
-			fmt.Fprint(c.stdout, overview(c.commands))
-		case len(pos) > 1:
-			return usageError("help", "help: give one command, not %d", len(pos))
-		case c.lookup(pos[0]) != nil:
-			fmt.Fprint(c.stdout, c.lookup(pos[0]).usage)
-		default:
-			return usageError("", "help: there is no command %q", pos[0])
-		}
-		return nil
-	},
+`
+
+// runHelp is plug help.
+func runHelp(c *cli, args []string) error {
+	fs := flags("help")
+	pos, err := c.parse("help", fs, args, true)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		fmt.Fprint(c.stdout, overview(c.commands))
+	case len(pos) > 1:
+		return usageError("help", "help: give one command, not %d", len(pos))
+	case c.lookup(pos[0]) != nil:
+		fmt.Fprint(c.stdout, c.lookup(pos[0]).usage)
+	default:
+		return usageError("", "help: there is no command %q", pos[0])
+	}
+	return nil
 }
 
 // overview is the text of `plug help`, listing commands.
@@ -47,7 +46,7 @@ Usage:
 Commands:
 `)
 	for _, c := range commands {
-		if c != runCommand {
+		if c.name != "run" {
 			fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.synopsis)
 		}
 	}

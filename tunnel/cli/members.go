@@ -15,10 +15,8 @@ import (
 	"plug/tunnel"
 )
 
-var membersCommand = &command{
-	name:     "members",
-	synopsis: "list, accept, refuse and remove the keys let in (admission by approval)",
-	usage: `Usage: plug members [-p PROFILE]
+// membersUsage is the usage of plug members.
+const membersUsage = `Usage: plug members [-p PROFILE]
        plug members accept|refuse [-p PROFILE] SHA256:...
        plug members remove [-p PROFILE] SHA256:... [--reason TEXT]
 
@@ -44,49 +42,50 @@ pending, not a member, or malformed; removing the last member) is refused
 and changes nothing. The first member is set by the cluster's operator
 (deploy/README.md, Admission by approval).
 -p may be left out when there is one profile.
-`,
-	run: func(c *cli, args []string) error {
-		op := "list"
-		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-			op, args = args[0], args[1:]
+`
+
+// runMembers is plug members.
+func runMembers(c *cli, args []string) error {
+	op := "list"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		op, args = args[0], args[1:]
+	}
+	if op != "list" && op != "accept" && op != "refuse" && op != "remove" {
+		return usageError("members", "members: %q is not accept, refuse or remove", op)
+	}
+	fs := flags("members")
+	reason := fs.String("reason", "", "")
+	store, name, pos, err := c.profileAndArgs("members", fs, args)
+	if err != nil {
+		return err
+	}
+	key := ""
+	switch {
+	case op == "list" && len(pos) > 0:
+		return usageError("members", "members lists with no argument; to change one: plug members accept|refuse|remove -p %s SHA256:...", name)
+	case op != "list" && len(pos) != 1:
+		return usageError("members", "members %s takes one key fingerprint, SHA256:..., as the refusal or plug members printed it", op)
+	case op != "list":
+		key = pos[0]
+		if err := tunnel.CheckFingerprint(key); err != nil {
+			return usageError("members", "%v", err)
 		}
-		if op != "list" && op != "accept" && op != "refuse" && op != "remove" {
-			return usageError("members", "members: %q is not accept, refuse or remove", op)
-		}
-		fs := flags("members")
-		reason := fs.String("reason", "", "")
-		store, name, pos, err := c.profileAndArgs("members", fs, args)
+	}
+	if *reason != "" && op != "remove" {
+		return usageError("members", "--reason goes with remove only")
+	}
+	return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
+		l, done, err := tunnel.ManageMembers(ctx, cfg, op, key, *reason)
 		if err != nil {
 			return err
 		}
-		key := ""
-		switch {
-		case op == "list" && len(pos) > 0:
-			return usageError("members", "members lists with no argument; to change one: plug members accept|refuse|remove -p %s SHA256:...", name)
-		case op != "list" && len(pos) != 1:
-			return usageError("members", "members %s takes one key fingerprint, SHA256:..., as the refusal or plug members printed it", op)
-		case op != "list":
-			key = pos[0]
-			if err := tunnel.CheckFingerprint(key); err != nil {
-				return usageError("members", "%v", err)
-			}
-		}
-		if *reason != "" && op != "remove" {
-			return usageError("members", "--reason goes with remove only")
-		}
-		return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
-			l, done, err := tunnel.ManageMembers(ctx, cfg, op, key, *reason)
-			if err != nil {
-				return err
-			}
-			if done != "" {
-				fmt.Fprintf(c.stderr, "plug: %s\n", done)
-				return nil
-			}
-			writeMembers(c.stdout, l, time.Now())
+		if done != "" {
+			fmt.Fprintf(c.stderr, "plug: %s\n", done)
 			return nil
-		})
-	},
+		}
+		writeMembers(c.stdout, l, time.Now())
+		return nil
+	})
 }
 
 // writeMembers writes the member list for people.

@@ -13,10 +13,8 @@ import (
 	"plug/tunnel"
 )
 
-var whoCommand = &command{
-	name:     "who",
-	synopsis: "list who is plugged into a profile's cluster",
-	usage: `Usage: plug who [-p PROFILE]
+// whoUsage is the usage of plug who.
+const whoUsage = `Usage: plug who [-p PROFILE]
 
 Lists the runs plugged into PROFILE's cluster now, one line each, whichever
 agent replica holds their connections:
@@ -41,29 +39,30 @@ member sees every run; with open admission each developer sees the runs of
 their own key, and the admins the operator named see every run.
 -p may be left out when there is one profile. who opens no run and changes
 nothing.
-`,
-	run: func(c *cli, args []string) error {
-		store, name, err := c.profileOnly("who", args)
+`
+
+// runWho is plug who.
+func runWho(c *cli, args []string) error {
+	store, name, err := c.profileOnly("who", args)
+	if err != nil {
+		return err
+	}
+	return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
+		runs, all, err := tunnel.Who(ctx, cfg)
 		if err != nil {
 			return err
 		}
-		return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
-			runs, all, err := tunnel.Who(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			writeWho(c.stdout, runs, time.Now())
-			switch {
-			case len(runs) == 0 && all:
-				fmt.Fprintf(c.stderr, "plug: nobody is plugged into %s\n", name)
-			case len(runs) == 0:
-				fmt.Fprintf(c.stderr, "plug: no run of your key is plugged into %s (you see your own runs only)\n", name)
-			case !all:
-				fmt.Fprintln(c.stderr, "plug: these are your key's runs only; members (with admission by approval) and admins see everyone's")
-			}
-			return nil
-		})
-	},
+		writeWho(c.stdout, runs, time.Now())
+		switch {
+		case len(runs) == 0 && all:
+			fmt.Fprintf(c.stderr, "plug: nobody is plugged into %s\n", name)
+		case len(runs) == 0:
+			fmt.Fprintf(c.stderr, "plug: no run of your key is plugged into %s (you see your own runs only)\n", name)
+		case !all:
+			fmt.Fprintln(c.stderr, "plug: these are your key's runs only; members (with admission by approval) and admins see everyone's")
+		}
+		return nil
+	})
 }
 
 // writeWho writes the table of plug who.
@@ -113,10 +112,8 @@ func since(t, now time.Time) string {
 	return t.Format("2006-01-02 15:04")
 }
 
-var endCommand = &command{
-	name:     "end",
-	synopsis: "end a run plugged into a profile's cluster, saying why",
-	usage: `Usage: plug end [-p PROFILE] RUN --reason TEXT
+// endUsage is the usage of plug end.
+const endUsage = `Usage: plug end [-p PROFILE] RUN --reason TEXT
 
 Ends the run RUN (its id as plug who shows it, or enough of its beginning to
 name one run): the developer's command is stopped as Ctrl-C would stop it,
@@ -136,33 +133,34 @@ their own key, and the admins the operator named end any run.
 
 Exit codes: 0 the run ended; 1 refused or failed (nothing was ended); 2 bad
 usage.
-`,
-	run: func(c *cli, args []string) error {
-		fs := flags("end")
-		reason := fs.String("reason", "", "")
-		store, name, pos, err := c.profileAndArgs("end", fs, args)
+`
+
+// runEnd is plug end.
+func runEnd(c *cli, args []string) error {
+	fs := flags("end")
+	reason := fs.String("reason", "", "")
+	store, name, pos, err := c.profileAndArgs("end", fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("end", "end takes one run id (plug who lists them), got %d arguments", len(pos))
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return usageError("end", "end needs --reason TEXT: the developer reads it in their terminal")
+	}
+	return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
+		ended, err := tunnel.End(ctx, cfg, pos[0], *reason)
 		if err != nil {
 			return err
 		}
-		if len(pos) != 1 {
-			return usageError("end", "end takes one run id (plug who lists them), got %d arguments", len(pos))
-		}
-		if strings.TrimSpace(*reason) == "" {
-			return usageError("end", "end needs --reason TEXT: the developer reads it in their terminal")
-		}
-		return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
-			ended, err := tunnel.End(ctx, cfg, pos[0], *reason)
-			if err != nil {
-				return err
-			}
-			if awaitGone(ctx, cfg, ended.Run, 15*time.Second) {
-				fmt.Fprintf(c.stderr, "plug: ended run %s of %s (%s); everything it set aside is back\n", ended.Run, ended.User, ended.Key)
-				return nil
-			}
-			fmt.Fprintf(c.stderr, "plug: run %s of %s (%s) is ended; some replica is still giving its names back (plug who -p %s shows it until done)\n", ended.Run, ended.User, ended.Key, name)
+		if awaitGone(ctx, cfg, ended.Run, 15*time.Second) {
+			fmt.Fprintf(c.stderr, "plug: ended run %s of %s (%s); everything it set aside is back\n", ended.Run, ended.User, ended.Key)
 			return nil
-		})
-	},
+		}
+		fmt.Fprintf(c.stderr, "plug: run %s of %s (%s) is ended; some replica is still giving its names back (plug who -p %s shows it until done)\n", ended.Run, ended.User, ended.Key, name)
+		return nil
+	})
 }
 
 // awaitGone waits up to timeout for run to be gone from plug who.

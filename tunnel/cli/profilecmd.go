@@ -7,10 +7,8 @@ import (
 	"plug/keys"
 )
 
-var profileCommand = &command{
-	name:     "profile",
-	synopsis: "add a profile by hand (the installer does it for you)",
-	usage: `Usage: plug profile add NAME --host HOST --port PORT [--user USER] --host-key 'ssh-ed25519 AAAA...' [--platform P] [--force]
+// profileUsage is the usage of plug profile.
+var profileUsage = `Usage: plug profile add NAME --host HOST --port PORT [--user USER] --host-key 'ssh-ed25519 AAAA...' [--platform P] [--force]
 
 Adds profile NAME: how to reach a cluster's agent, and the agent's host key,
 which plug pins and checks on every connection. The installer runs this for
@@ -25,17 +23,18 @@ you; ssh-keyscan -p PORT HOST prints the host key of an agent.
                    key was changed on purpose)
 
 A profile name is ` + keys.NameForm + `.
-`,
-	run: func(c *cli, args []string) error {
-		if len(args) == 0 || args[0] != "add" {
-			if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-				fmt.Fprint(c.stdout, c.lookup("profile").usage)
-				return nil
-			}
-			return usageError("profile", "profile takes a subcommand: plug profile add NAME --host HOST --port PORT --host-key 'ssh-ed25519 AAAA...'")
+`
+
+// runProfile is plug profile.
+func runProfile(c *cli, args []string) error {
+	if len(args) == 0 || args[0] != "add" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprint(c.stdout, c.lookup("profile").usage)
+			return nil
 		}
-		return c.profileAdd(args[1:])
-	},
+		return usageError("profile", "profile takes a subcommand: plug profile add NAME --host HOST --port PORT --host-key 'ssh-ed25519 AAAA...'")
+	}
+	return c.profileAdd(args[1:])
 }
 
 func (c *cli) profileAdd(args []string) error {

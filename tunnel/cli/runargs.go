@@ -13,10 +13,8 @@ import (
 	"plug/tunnel"
 )
 
-var runCommand = &command{
-	name:     "run",
-	synopsis: "run CMD as a member of each PROFILE's cluster",
-	usage: `Usage: plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [ENVIRONMENT] [--] CMD [ARGS...]
+// runUsage is the usage of a run (plug help run).
+const runUsage = `Usage: plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [ENVIRONMENT] [--] CMD [ARGS...]
        plug [-p PROFILE] --env-from WORKLOAD (--env-file FILE | --env-json FILE) [--]
 
 Runs CMD on this machine as a member of each PROFILE's cluster, for as long as
@@ -131,14 +129,15 @@ were written (no CMD); 2 bad usage, nothing contacted; 3 could not connect,
 serve or read the environment, CMD not started; 4 the run was
 ended by an agent or lost its connection for good, CMD stopped; 126/127 CMD not
 executable / not found.
-`,
-	run: func(c *cli, args []string) error {
-		p, err := c.planRun(args)
-		if err != nil {
-			return err
-		}
-		return c.execute(p)
-	},
+`
+
+// runRun is a run: plug -p PROFILE ... CMD.
+func runRun(c *cli, args []string) error {
+	p, err := c.planRun(args)
+	if err != nil {
+		return err
+	}
+	return c.execute(p)
 }
 
 // plan is a run whose every argument has been checked.

@@ -10,10 +10,8 @@ import (
 	"plug/tunnel/localnames"
 )
 
-var setupCommand = &command{
-	name:     "setup",
-	synopsis: "prepare this machine once, so that runs need no privilege (as root)",
-	usage: `Usage: plug setup [--undo]
+// setupUsage is the usage of plug setup.
+const setupUsage = `Usage: plug setup [--undo]
 
 Prepares this machine once so that later plug runs need no privilege: the
 programs a run starts reach the cluster's names on the Services' own ports,
@@ -37,22 +35,23 @@ What it changes:
   Windows  lets you write the hosts file (an ACL entry), where runs keep their
            names in a block of their own. Run it from a Git Bash started as
            Administrator.
-`,
-	run: func(c *cli, args []string) error {
-		fs := flags("setup")
-		undo := fs.Bool("undo", false, "")
-		if err := c.parseFlags("setup", fs, args); err != nil {
-			return err
-		}
-		if !isAdmin() {
-			return errors.New("plug setup changes this machine and needs root: " + localnames.SetupHow)
-		}
-		say := func(line string) { fmt.Fprintln(c.stdout, "plug setup: "+line) }
-		if *undo {
-			return runSteps(machineSteps(), say, setupStep.undo)
-		}
-		return runSteps(machineSteps(), say, setupStep.apply)
-	},
+`
+
+// runSetup is plug setup.
+func runSetup(c *cli, args []string) error {
+	fs := flags("setup")
+	undo := fs.Bool("undo", false, "")
+	if err := c.parseFlags("setup", fs, args); err != nil {
+		return err
+	}
+	if !isAdmin() {
+		return errors.New("plug setup changes this machine and needs root: " + localnames.SetupHow)
+	}
+	say := func(line string) { fmt.Fprintln(c.stdout, "plug setup: "+line) }
+	if *undo {
+		return runSteps(machineSteps(), say, setupStep.undo)
+	}
+	return runSteps(machineSteps(), say, setupStep.apply)
 }
 
 // setupStep is one change plug setup makes to the machine.

@@ -13,10 +13,8 @@ import (
 	"plug/smb"
 )
 
-var smbCommand = &command{
-	name:     "smb",
-	synopsis: "serve a directory over SMB (the volume helper's engine)",
-	usage: `Usage: plug smb [--addr ADDR] --share NAME DIR
+// smbUsage is the usage of plug smb.
+const smbUsage = `Usage: plug smb [--addr ADDR] --share NAME DIR
 
 Serves DIR as the SMB share NAME (\\HOST\NAME), for the SMB clients every
 desktop has: Windows Explorer and net use, macOS Finder, Linux mount.cifs
@@ -42,57 +40,58 @@ came from), never a file's name or contents. SIGTERM or SIGINT stop it.
 Example:
   PLUG_SMB_USER=me PLUG_SMB_PASSWORD=... plug smb --share data /srv/data
   smbclient //127.0.0.1/data -p 1445 -U me
-`,
-	run: func(c *cli, args []string) error {
-		fs := flags("smb")
-		addr := fs.String("addr", ":1445", "")
-		share := fs.String("share", "", "")
-		asOwner := fs.Bool("as-owner", false, "")
-		pos, err := c.parse("smb", fs, args, true)
+`
+
+// runSmb is plug smb.
+func runSmb(c *cli, args []string) error {
+	fs := flags("smb")
+	addr := fs.String("addr", ":1445", "")
+	share := fs.String("share", "", "")
+	asOwner := fs.Bool("as-owner", false, "")
+	pos, err := c.parse("smb", fs, args, true)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *share == "":
+		return usageError("smb", "smb: give the share's name with --share NAME")
+	case len(pos) != 1:
+		return usageError("smb", "smb: give one directory to serve, not %d arguments", len(pos))
+	}
+	if err := smb.ValidShareName(*share); err != nil {
+		return usageError("smb", "smb: %v", err)
+	}
+	user, password := os.Getenv("PLUG_SMB_USER"), os.Getenv("PLUG_SMB_PASSWORD")
+	if user == "" || password == "" {
+		return &exitCode{ExitUsage, errors.New("smb: set PLUG_SMB_USER and PLUG_SMB_PASSWORD to the user name and password clients log in with (they are never taken from the command line)")}
+	}
+	if st, err := os.Stat(pos[0]); err != nil {
+		return fmt.Errorf("smb: the directory to serve: %w", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("smb: %s is not a directory", pos[0])
+	}
+	logger := log.New(c.stderr, "plug ", log.LstdFlags)
+	if *asOwner {
+		uid, gid, err := becomeOwner(pos[0])
 		if err != nil {
-			return err
+			return fmt.Errorf("smb: --as-owner: %w", err)
 		}
-		switch {
-		case *share == "":
-			return usageError("smb", "smb: give the share's name with --share NAME")
-		case len(pos) != 1:
-			return usageError("smb", "smb: give one directory to serve, not %d arguments", len(pos))
-		}
-		if err := smb.ValidShareName(*share); err != nil {
-			return usageError("smb", "smb: %v", err)
-		}
-		user, password := os.Getenv("PLUG_SMB_USER"), os.Getenv("PLUG_SMB_PASSWORD")
-		if user == "" || password == "" {
-			return &exitCode{ExitUsage, errors.New("smb: set PLUG_SMB_USER and PLUG_SMB_PASSWORD to the user name and password clients log in with (they are never taken from the command line)")}
-		}
-		if st, err := os.Stat(pos[0]); err != nil {
-			return fmt.Errorf("smb: the directory to serve: %w", err)
-		} else if !st.IsDir() {
-			return fmt.Errorf("smb: %s is not a directory", pos[0])
-		}
-		logger := log.New(c.stderr, "plug ", log.LstdFlags)
-		if *asOwner {
-			uid, gid, err := becomeOwner(pos[0])
-			if err != nil {
-				return fmt.Errorf("smb: --as-owner: %w", err)
-			}
-			logger.Printf("smb: serving as uid %d gid %d, the owner of %s", uid, gid, pos[0])
-		}
-		srv, err := smb.New(smb.Config{Share: *share, Dir: pos[0], User: user, Password: password, Logf: logger.Printf})
-		if err != nil {
-			return fmt.Errorf("smb: %w", err)
-		}
-		l, err := net.Listen("tcp", *addr)
-		if err != nil {
-			return fmt.Errorf("smb: %w", err)
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		go func() {
-			<-ctx.Done()
-			srv.Close()
-		}()
-		logger.Printf("smb: serving %s as share %s on %s", pos[0], *share, l.Addr())
-		return srv.Serve(l)
-	},
+		logger.Printf("smb: serving as uid %d gid %d, the owner of %s", uid, gid, pos[0])
+	}
+	srv, err := smb.New(smb.Config{Share: *share, Dir: pos[0], User: user, Password: password, Logf: logger.Printf})
+	if err != nil {
+		return fmt.Errorf("smb: %w", err)
+	}
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("smb: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	logger.Printf("smb: serving %s as share %s on %s", pos[0], *share, l.Addr())
+	return srv.Serve(l)
 }

@@ -19,10 +19,8 @@ import (
 	"plug/tunnel"
 )
 
-var updateCommand = &command{
-	name:     "update",
-	synopsis: "bring this plug to the version of a profile's agent, or move the agent to an image",
-	usage: `Usage: plug update [-p PROFILE]
+// updateUsage is the usage of plug update.
+const updateUsage = `Usage: plug update [-p PROFILE]
        plug update [-p PROFILE] --agent IMAGE [--wait DURATION]
 
 Downloads the plug binary for this system from PROFILE's agent (its get
@@ -67,49 +65,50 @@ the service with docker service update --image IMAGE plug_agent.
 Exit codes: 0 updated (or already the agent's version); 1 it failed (the
 binary is unchanged; with --agent, the previous image runs, or plug says
 what to do); 2 bad usage.
-`,
-	run: func(c *cli, args []string) error {
-		fs := flags("update")
-		image := fs.String("agent", "", "")
-		wait := fs.Duration("wait", tunnel.DefaultUpdateWait, "")
-		store, name, err := c.profileArgs("update", fs, args)
-		if err != nil {
-			return err
+`
+
+// runUpdate is plug update.
+func runUpdate(c *cli, args []string) error {
+	fs := flags("update")
+	image := fs.String("agent", "", "")
+	wait := fs.Duration("wait", tunnel.DefaultUpdateWait, "")
+	store, name, err := c.profileArgs("update", fs, args)
+	if err != nil {
+		return err
+	}
+	if flagSet(fs, "agent") {
+		if err := tunnel.CheckImage(*image); err != nil {
+			return usageError("update", "--agent: %v", err)
 		}
-		if flagSet(fs, "agent") {
-			if err := tunnel.CheckImage(*image); err != nil {
-				return usageError("update", "--agent: %v", err)
-			}
-			if *wait < tunnel.MinUpdateWait || *wait > tunnel.MaxUpdateWait {
-				return usageError("update", "--wait %s: give a duration between %s and %s", *wait, tunnel.MinUpdateWait, tunnel.MaxUpdateWait)
-			}
-			return c.updateAgent(store, name, *image, *wait)
-		} else if flagSet(fs, "wait") {
-			return usageError("update", "--wait is for --agent IMAGE")
+		if *wait < tunnel.MinUpdateWait || *wait > tunnel.MaxUpdateWait {
+			return usageError("update", "--wait %s: give a duration between %s and %s", *wait, tunnel.MinUpdateWait, tunnel.MaxUpdateWait)
 		}
-		prof, err := store.Profile(name)
-		if err != nil {
-			return err
-		}
-		hostKey, err := prof.PinnedKey()
-		if err != nil {
-			return err
-		}
-		exe, err := runningBinary()
-		if err != nil {
-			return &exitCode{ExitFailed, err}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cfg := tunnel.ClientConfig{Addr: prof.Addr(), HostKey: hostKey, Profile: name}
-		got, err := replaceBinary(ctx, cfg, exe)
-		if err != nil {
-			return &exitCode{ExitFailed, err}
-		}
-		fmt.Fprintf(c.stderr, "plug: %s is now plug %s from the agent of %s (was %s; SHA-256 %s, as the agent lists it)\n",
-			exe, got.AgentVersion, name, tunnel.Version, got.Got)
-		return nil
-	},
+		return c.updateAgent(store, name, *image, *wait)
+	} else if flagSet(fs, "wait") {
+		return usageError("update", "--wait is for --agent IMAGE")
+	}
+	prof, err := store.Profile(name)
+	if err != nil {
+		return err
+	}
+	hostKey, err := prof.PinnedKey()
+	if err != nil {
+		return err
+	}
+	exe, err := runningBinary()
+	if err != nil {
+		return &exitCode{ExitFailed, err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cfg := tunnel.ClientConfig{Addr: prof.Addr(), HostKey: hostKey, Profile: name}
+	got, err := replaceBinary(ctx, cfg, exe)
+	if err != nil {
+		return &exitCode{ExitFailed, err}
+	}
+	fmt.Fprintf(c.stderr, "plug: %s is now plug %s from the agent of %s (was %s; SHA-256 %s, as the agent lists it)\n",
+		exe, got.AgentVersion, name, tunnel.Version, got.Got)
+	return nil
 }
 
 // runningBinary is the file of the plug that runs, its links resolved.
