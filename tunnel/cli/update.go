@@ -206,16 +206,19 @@ func (c *cli) updateAgent(store keys.Store, name, image string, wait time.Durati
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait+5*time.Minute)
 	defer cancel()
 	fmt.Fprintf(c.stderr, "plug: asking the agent of %s to move to image %s\n", name, image)
-	out := &lineWriter{w: c.stderr}
+	var saying sync.Mutex // the rollout's progress and watchRefusals' goroutine both say
+	say := func(text string) {
+		saying.Lock()
+		defer saying.Unlock()
+		io.WriteString(c.stderr, text)
+	}
 	watching, stopWatching := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		watchRefusals(watching, cfg, out)
+		watchRefusals(watching, cfg, say)
 	}()
-	res, err := tunnel.UpdateAgent(ctx, cfg, image, wait, func(line string) {
-		out.Write([]byte("plug: " + line + "\n"))
-	})
+	res, err := tunnel.UpdateAgent(ctx, cfg, image, wait, func(line string) { say("plug: " + line + "\n") })
 	stopWatching()
 	<-watched
 	var lost *tunnel.UpdateLostError
@@ -282,12 +285,12 @@ func awaitNewAgent(ctx context.Context, cfg tunnel.ClientConfig, isNew func(agen
 const refusalsEvery = 5 * time.Second
 
 // watchRefusals asks the status of the agent at cfg's address every
-// refusalsEvery until ctx ends, and writes to out, once per agent and
-// refusal, each agent that refuses runs with the rights it lacks: a new
-// agent lacking a right that runs need is never ready, and the rollout
-// waits for it (the Service reaches an agent that is not ready too). Once
-// the right is granted, the next status request lets the agent serve.
-func watchRefusals(ctx context.Context, cfg tunnel.ClientConfig, out io.Writer) {
+// refusalsEvery until ctx ends, and says (one text of whole lines), once
+// per agent and refusal, each agent that refuses runs with the rights it
+// lacks: a new agent lacking a right that runs need is never ready, and the
+// rollout waits for it (the Service reaches an agent that is not ready too).
+// Once the right is granted, the next status request lets the agent serve.
+func watchRefusals(ctx context.Context, cfg tunnel.ClientConfig, say func(text string)) {
 	told := map[string]bool{}
 	for {
 		select {
@@ -304,19 +307,6 @@ func watchRefusals(ctx context.Context, cfg tunnel.ClientConfig, out io.Writer) 
 		var b bytes.Buffer
 		fmt.Fprintf(&b, "plug: agent %s (plug %s) does not serve runs, and is not ready until it does: %s\n", st.Agent, st.Version, st.Refusing)
 		(&doctor{out: &b}).rights(st, false)
-		out.Write(b.Bytes())
+		say(b.String())
 	}
-}
-
-// lineWriter serialises the writes of several goroutines, each a whole
-// line or more.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
