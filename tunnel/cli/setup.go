@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -101,6 +102,15 @@ func ourText(path string) (string, bool) {
 func readValue(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
+}
+
+// runProgram runs argv; when it fails, the error says what could not be
+// done (cannot WHAT), why, and what the program printed.
+func runProgram(what string, argv ...string) error {
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("cannot %s: %v: %s", what, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // executable is plug's own binary, its links resolved.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 
 	"plug/tunnel/localnames"
 )
@@ -67,9 +66,9 @@ func (l loopbackAliases) apply() (string, error) {
 	if err := os.WriteFile(l.plist, []byte(text), 0o644); err != nil {
 		return "", err
 	}
-	if out, err := exec.Command("/bin/launchctl", "bootstrap", "system", l.plist).CombinedOutput(); err != nil {
+	if err := runProgram("start the launchd job "+aliasesLabel, "/bin/launchctl", "bootstrap", "system", l.plist); err != nil {
 		os.Remove(l.plist)
-		return "", fmt.Errorf("cannot start the launchd job %s: %v: %s", aliasesLabel, err, strings.TrimSpace(string(out)))
+		return "", err
 	}
 	return "lo0 answers 127.77.0.1-127.77.0.254, now and at every boot (" + l.plist + ")", nil
 }
@@ -79,8 +78,8 @@ func (l loopbackAliases) undo() (string, error) {
 		return "", nil
 	}
 	exec.Command("/bin/launchctl", "bootout", "system/"+aliasesLabel).Run() // not loaded is fine
-	if out, err := exec.Command("/bin/sh", "-c", aliasLoop("-alias")).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("cannot remove the loopback aliases: %v: %s", err, strings.TrimSpace(string(out)))
+	if err := runProgram("remove the loopback aliases", "/bin/sh", "-c", aliasLoop("-alias")); err != nil {
+		return "", err
 	}
 	if err := os.Remove(l.plist); err != nil {
 		return "", err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -29,9 +28,8 @@ func (h hostsAccess) apply() (string, error) {
 	if h.user == "" || h.user == "root" {
 		return "", errors.New("run plug setup from your own account (" + localnames.SetupHow + "), so that it knows whom to let write " + localnames.HostsPath)
 	}
-	argv := grantWrite(h.user)
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("cannot let %s write %s: %v: %s", h.user, localnames.HostsPath, err, strings.TrimSpace(string(out)))
+	if err := runProgram(fmt.Sprintf("let %s write %s", h.user, localnames.HostsPath), grantWrite(h.user)...); err != nil {
+		return "", err
 	}
 	if err := os.MkdirAll(filepath.Dir(h.state), 0o755); err != nil {
 		return "", err
@@ -49,9 +47,8 @@ func (h hostsAccess) undo() (string, error) {
 	}
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	user := strings.TrimSpace(lines[len(lines)-1])
-	argv := revokeWrite(user)
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("cannot take back %s's right to write %s: %v: %s", user, localnames.HostsPath, err, strings.TrimSpace(string(out)))
+	if err := runProgram(fmt.Sprintf("take back %s's right to write %s", user, localnames.HostsPath), revokeWrite(user)...); err != nil {
+		return "", err
 	}
 	if err := os.Remove(h.state); err != nil {
 		return "", err

@@ -131,9 +131,9 @@ func (u userNamespaces) apply() (string, error) {
 	if err := os.WriteFile(u.profile, []byte(text), 0o644); err != nil {
 		return "", err
 	}
-	if out, err := exec.Command("apparmor_parser", "-r", u.profile).CombinedOutput(); err != nil {
+	if err := runProgram("load the AppArmor profile "+u.profile, "apparmor_parser", "-r", u.profile); err != nil {
 		os.Remove(u.profile)
-		return "", fmt.Errorf("cannot load the AppArmor profile %s: %v: %s", u.profile, err, strings.TrimSpace(string(out)))
+		return "", err
 	}
 	return "AppArmor lets " + bin + " create user namespaces (" + u.profile + ")", nil
 }
@@ -143,8 +143,8 @@ func (u userNamespaces) undo() (string, error) {
 		return "", nil
 	}
 	if _, err := exec.LookPath("apparmor_parser"); err == nil {
-		if out, err := exec.Command("apparmor_parser", "-R", u.profile).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("cannot unload the AppArmor profile %s: %v: %s", u.profile, err, strings.TrimSpace(string(out)))
+		if err := runProgram("unload the AppArmor profile "+u.profile, "apparmor_parser", "-R", u.profile); err != nil {
+			return "", err
 		}
 	}
 	if err := os.Remove(u.profile); err != nil {
