@@ -165,19 +165,19 @@ func (dc *devConn) readControl(c *controlConn) {
 func (dc *devConn) handleControl(typ string, frame []byte) error {
 	switch typ {
 	case typeHello:
-		return handleMsg(frame, decodeHello, dc.hello)
+		return handleMsg(frame, decodeMsg[helloMsg], dc.hello)
 	case typeGoodbye:
-		return handleMsg(frame, decodeGoodbye, func(goodbyeMsg) { dc.goodbye() })
+		return handleMsg(frame, decodeMsg[goodbyeMsg], func(goodbyeMsg) { dc.goodbye() })
 	case typeStatus:
 		dc.answer(nil, dc.answerStatus)
 	case typeWho:
 		dc.answer(whoMsg{Error: busyText}, dc.answerWho)
 	case typeEnd:
-		return handleMsg(frame, decodeEnd, func(m endMsg) {
+		return handleMsg(frame, decodeMsg[endMsg], func(m endMsg) {
 			dc.answer(endMsg{Error: busyText}, func() { dc.answerEnd(m) })
 		})
 	case typeMoved:
-		return handleMsg(frame, decodeMoved, func(m movedMsg) {
+		return handleMsg(frame, decodeMsg[movedMsg], func(m movedMsg) {
 			dc.mu.Lock()
 			dc.movedTo = m.Agent
 			dc.mu.Unlock()
@@ -186,13 +186,13 @@ func (dc *devConn) handleControl(typ string, frame []byte) error {
 	case typeEnv:
 		dc.answer(envDoneMsg{Error: busyText}, func() { dc.answerEnv(frame) })
 	case typeMembers:
-		return handleMsg(frame, decodeMembers, func(m membersMsg) {
+		return handleMsg(frame, decodeMsg[membersMsg], func(m membersMsg) {
 			dc.answer(membersMsg{Error: busyText}, func() { dc.answerMembers(m) })
 		})
 	case typeVolume:
 		go dc.answerVolume(frame)
 	case typeAgentUpdate:
-		return handleMsg(frame, decodeAgentUpdate, func(m agentUpdateMsg) {
+		return handleMsg(frame, decodeMsg[agentUpdateMsg], func(m agentUpdateMsg) {
 			dc.answer(agentUpdateMsg{Done: true, Error: busyText}, func() { dc.answerAgentUpdate(m) })
 		})
 	}

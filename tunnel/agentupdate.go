@@ -57,17 +57,11 @@ type agentUpdateMsg struct {
 	UndoFailed string   `json:"undo_failed,omitempty"`
 }
 
-func decodeAgentUpdate(frame []byte) (agentUpdateMsg, error) {
-	return decodeMsg(frame, "agent_update", func(m *agentUpdateMsg) error {
-		if len(m.Pods) > maxUpdatePods {
-			return fmt.Errorf("agent_update: %d pods, more than %d", len(m.Pods), maxUpdatePods)
-		}
-		shorts := []*string{&m.Agent, &m.Workload, &m.From, &m.To}
-		for i := range m.Pods {
-			shorts = append(shorts, &m.Pods[i])
-		}
-		return checkFields("agent_update", shorts, []*string{&m.Image, &m.Progress, &m.Error, &m.Failed, &m.UndoFailed})
-	})
+func (m *agentUpdateMsg) check() error {
+	if err := checkList("agent_update", "pod", m.Pods, maxUpdatePods, checkShort); err != nil {
+		return err
+	}
+	return checkFields("agent_update", []*string{&m.Agent, &m.Workload, &m.From, &m.To}, []*string{&m.Image, &m.Progress, &m.Error, &m.Failed, &m.UndoFailed})
 }
 
 // maxImageRef is the longest image reference CheckImage accepts.
@@ -252,7 +246,7 @@ func UpdateAgent(ctx context.Context, cfg ClientConfig, image string, wait time.
 	defer older.Stop()
 	err = q.ask(agentUpdateMsg{Image: image, Wait: int(wait / time.Second)}, typeAgentUpdate, 2*wait+2*time.Minute, func(frame []byte) (bool, error) {
 		older.Stop()
-		m, err := decodeAgentUpdate(frame)
+		m, err := decodeMsg[agentUpdateMsg](frame)
 		answered = err != nil || m.Error != "" || m.Done
 		switch {
 		case err != nil:

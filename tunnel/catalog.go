@@ -118,35 +118,34 @@ func catalogFrames(c Catalog) []catalogMsg {
 	return msgs
 }
 
-// decodeCatalog reads one catalog message. A name the CLI cannot use
-// (too long, too many ports, a port out of range) is left out with a note
-// rather than failing the whole message: the other names keep working.
-func decodeCatalog(frame []byte) (catalogMsg, error) {
-	return decodeMsg(frame, "catalog", func(m *catalogMsg) error {
-		if err := checkText(&m.Unavailable); err != nil {
+// check takes a catalog message as the agent sent it. A name the CLI
+// cannot use (too long, too many ports, a port out of range) is left out
+// with a note rather than failing the whole message: the other names keep
+// working.
+func (m *catalogMsg) check() error {
+	if err := checkText(&m.Unavailable); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if len(m.Notes) > maxCatalogNotes {
+		m.Notes = m.Notes[:maxCatalogNotes]
+	}
+	for i := range m.Notes {
+		if err := checkText(&m.Notes[i]); err != nil {
 			return fmt.Errorf("catalog: %w", err)
 		}
-		if len(m.Notes) > maxCatalogNotes {
-			m.Notes = m.Notes[:maxCatalogNotes]
-		}
-		for i := range m.Notes {
-			if err := checkText(&m.Notes[i]); err != nil {
-				return fmt.Errorf("catalog: %w", err)
+	}
+	kept := m.Names[:0]
+	for _, n := range m.Names {
+		if why := badCatalogName(n); why != "" {
+			if len(m.Notes) < maxCatalogNotes {
+				m.Notes = append(m.Notes, "the agent sent a name this run cannot use: "+why)
 			}
+			continue
 		}
-		kept := m.Names[:0]
-		for _, n := range m.Names {
-			if why := badCatalogName(n); why != "" {
-				if len(m.Notes) < maxCatalogNotes {
-					m.Notes = append(m.Notes, "the agent sent a name this run cannot use: "+why)
-				}
-				continue
-			}
-			kept = append(kept, n)
-		}
-		m.Names = kept
-		return nil
-	})
+		kept = append(kept, n)
+	}
+	m.Names = kept
+	return nil
 }
 
 // badCatalogName says what is wrong with n, or "".

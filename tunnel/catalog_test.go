@@ -37,7 +37,7 @@ func TestCatalogFramesReassemble(t *testing.T) {
 		if _, known, _ := cc.s.Catalog(); known {
 			t.Fatal("the catalog was taken before its last message")
 		}
-		m, err := decodeCatalog(frame)
+		m, err := decodeMsg[catalogMsg](frame)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestDecodeCatalogKeepsGoodNames(t *testing.T) {
 		`{"name":"","ports":[80]},` +
 		`{"name":"bad-port","ports":[0]},` +
 		`{"name":"` + strings.Repeat("x", 300) + `","ports":[80]}],"unavailable":"\u001b[31mred"}`
-	m, err := decodeCatalog([]byte(frame))
+	m, err := decodeMsg[catalogMsg]([]byte(frame))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestDecodeCatalogKeepsGoodNames(t *testing.T) {
 	if strings.ContainsRune(m.Unavailable, 0x1b) {
 		t.Fatalf("a terminal escape passed: %q", m.Unavailable)
 	}
-	if _, err := decodeCatalog([]byte(`{"names":"web"}`)); err == nil {
+	if _, err := decodeMsg[catalogMsg]([]byte(`{"names":"web"}`)); err == nil {
 		t.Fatal("a catalog whose names are not a list was accepted")
 	}
 }
@@ -101,7 +101,7 @@ func FuzzDecodeCatalog(f *testing.F) {
 	f.Add([]byte(`{"type":"catalog","names":[{"name":"web","aliases":["web.ns"],"ports":[80,443]}],"more":true,"notes":["n"]}`))
 	f.Add([]byte(`{"names":[{"name":"","ports":[99999]}],"unavailable":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := decodeCatalog(data)
+		m, err := decodeMsg[catalogMsg](data)
 		if err != nil {
 			return
 		}

@@ -228,9 +228,9 @@ func (cc *clientConn) hello() (welcomeMsg, error) {
 	}
 	switch typ {
 	case typeWelcome:
-		return decodeWelcome(frame)
+		return decodeMsg[welcomeMsg](frame)
 	case typeEnded:
-		m, err := decodeEnded(frame)
+		m, err := decodeMsg[endedMsg](frame)
 		if err != nil {
 			return welcomeMsg{}, err
 		}
@@ -261,7 +261,7 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 	s := cc.s
 	switch typ {
 	case typeServed:
-		m, err := decodeServed(frame)
+		m, err := decodeMsg[servedMsg](frame)
 		if err != nil {
 			return err
 		}
@@ -270,7 +270,7 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 			s.event(Event{Name: m.Name, Kind: EventInfo, Text: servedLine(m.Name, m.Port, m.UDP, served)})
 		}
 	case typeEvent:
-		m, err := decodeEvent(frame)
+		m, err := decodeMsg[eventMsg](frame)
 		if err != nil {
 			return err
 		}
@@ -279,7 +279,7 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 		}
 		s.event(Event{Name: m.Name, Kind: EventKind(m.Kind), Text: m.Text})
 	case typeEnded:
-		m, err := decodeEnded(frame)
+		m, err := decodeMsg[endedMsg](frame)
 		if err != nil {
 			return err
 		}
@@ -300,9 +300,9 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 	case typeGoodbye:
 		cc.byeOnce.Do(func() { close(cc.bye) })
 	case typeVolumeReady:
-		return handleMsg(frame, decodeVolumeReady, cc.volumeReady)
+		return handleMsg(frame, decodeMsg[volumeReadyMsg], cc.volumeReady)
 	case typeCatalog:
-		return handleMsg(frame, decodeCatalog, cc.takeCatalog)
+		return handleMsg(frame, decodeMsg[catalogMsg], cc.takeCatalog)
 	}
 	return nil
 }

@@ -205,19 +205,33 @@ func decodeType(frame []byte) (string, error) {
 	return head.Type, nil
 }
 
-// decodeMsg reads a control frame as a T and hands it to check (if not
-// nil), which validates it and makes its strings safe for a terminal in
-// place. what names the message in the error of a frame that is not a T.
-func decodeMsg[T any](frame []byte, what string, check func(*T) error) (T, error) {
+// checkedMsg is a control message *T that checks itself as a peer sent
+// it: check validates it and makes its strings safe for a terminal in
+// place.
+type checkedMsg[T any] interface {
+	*T
+	message
+	check() error
+}
+
+// decodeMsg reads a control frame as a T and checks it.
+func decodeMsg[T any, P checkedMsg[T]](frame []byte) (T, error) {
+	m, err := readMsg[T](frame, P(new(T)).controlType())
+	if err != nil {
+		return m, err
+	}
+	return m, P(&m).check()
+}
+
+// readMsg reads a control frame as a T, unchecked: for a message whose
+// reader checks it as it goes. what names the message in the error of a
+// frame that is not a T.
+func readMsg[T any](frame []byte, what string) (T, error) {
 	var m T
 	if err := json.Unmarshal(frame, &m); err != nil {
 		return m, fmt.Errorf("malformed %s: %w", what, err)
 	}
-	if check == nil {
-		return m, nil
-	}
-	err := check(&m)
-	return m, err
+	return m, nil
 }
 
 // handleMsg decodes frame with decode and hands the message to handle; a
@@ -228,6 +242,21 @@ func handleMsg[T any](frame []byte, decode func([]byte) (T, error), handle func(
 		return err
 	}
 	handle(m)
+	return nil
+}
+
+// checkList checks a list a peer sent: at most max items, each of which
+// check validates and makes safe for a terminal in place. An error is
+// prefixed with what, and names item and its index.
+func checkList[T any](what, item string, list []T, max int, check func(*T) error) error {
+	if len(list) > max {
+		return fmt.Errorf("%s: %d %ss, more than %d", what, len(list), item, max)
+	}
+	for i := range list {
+		if err := check(&list[i]); err != nil {
+			return fmt.Errorf("%s: %s %d: %w", what, item, i, err)
+		}
+	}
 	return nil
 }
 
@@ -247,72 +276,59 @@ func checkFields(what string, shorts, texts []*string) error {
 	return nil
 }
 
-func decodeHello(frame []byte) (helloMsg, error) {
-	return decodeMsg(frame, "hello", func(m *helloMsg) error {
-		if err := checkRunID(m.Run); err != nil {
-			return err
-		}
-		if m.Kind != kindServes && m.Kind != kindConsumes {
-			return fmt.Errorf("hello: kind %q is neither %q nor %q", m.Kind, kindServes, kindConsumes)
-		}
-		if err := checkFields("hello", []*string{&m.Version, &m.OS, &m.Arch, &m.Comment}, nil); err != nil {
-			return err
-		}
-		if m.Container != "" && m.Container != ContainerDockerrun {
-			return fmt.Errorf("hello: container %q is not %q", m.Container, ContainerDockerrun)
-		}
-		return nil
-	})
+func (m *helloMsg) check() error {
+	if err := checkRunID(m.Run); err != nil {
+		return err
+	}
+	if m.Kind != kindServes && m.Kind != kindConsumes {
+		return fmt.Errorf("hello: kind %q is neither %q nor %q", m.Kind, kindServes, kindConsumes)
+	}
+	if err := checkFields("hello", []*string{&m.Version, &m.OS, &m.Arch, &m.Comment}, nil); err != nil {
+		return err
+	}
+	if m.Container != "" && m.Container != ContainerDockerrun {
+		return fmt.Errorf("hello: container %q is not %q", m.Container, ContainerDockerrun)
+	}
+	return nil
 }
 
-func decodeWelcome(frame []byte) (welcomeMsg, error) {
-	return decodeMsg(frame, "welcome", func(m *welcomeMsg) error {
-		return checkFields("welcome", []*string{&m.Version, &m.Agent, &m.Platform}, nil)
-	})
+func (m *welcomeMsg) check() error {
+	return checkFields("welcome", []*string{&m.Version, &m.Agent, &m.Platform}, nil)
 }
 
-func decodeServed(frame []byte) (servedMsg, error) {
-	return decodeMsg(frame, "served", func(m *servedMsg) error {
+func (m *servedMsg) check() error {
+	if err := CheckName(m.Name); err != nil {
+		return fmt.Errorf("served: %w", err)
+	}
+	if err := CheckPort(m.Port); err != nil {
+		return fmt.Errorf("served: %w", err)
+	}
+	return checkText(&m.Detail)
+}
+
+func (m *eventMsg) check() error {
+	if m.Name != "" {
 		if err := CheckName(m.Name); err != nil {
-			return fmt.Errorf("served: %w", err)
-		}
-		if err := CheckPort(m.Port); err != nil {
-			return fmt.Errorf("served: %w", err)
-		}
-		return checkText(&m.Detail)
-	})
-}
-
-func decodeEvent(frame []byte) (eventMsg, error) {
-	return decodeMsg(frame, "event", func(m *eventMsg) error {
-		if m.Name != "" {
-			if err := CheckName(m.Name); err != nil {
-				return fmt.Errorf("event: %w", err)
-			}
-		}
-		if err := checkShort(&m.Kind); err != nil {
 			return fmt.Errorf("event: %w", err)
 		}
-		return checkText(&m.Text)
-	})
+	}
+	if err := checkShort(&m.Kind); err != nil {
+		return fmt.Errorf("event: %w", err)
+	}
+	return checkText(&m.Text)
 }
 
-func decodeEnded(frame []byte) (endedMsg, error) {
-	return decodeMsg(frame, "ended", func(m *endedMsg) error {
-		if err := checkShort(&m.By); err != nil {
-			return fmt.Errorf("ended: %w", err)
-		}
-		return checkText(&m.Reason)
-	})
+func (m *endedMsg) check() error {
+	if err := checkShort(&m.By); err != nil {
+		return fmt.Errorf("ended: %w", err)
+	}
+	return checkText(&m.Reason)
 }
 
-func decodeMoved(frame []byte) (movedMsg, error) {
-	return decodeMsg(frame, "moved", func(m *movedMsg) error { return checkShort(&m.Agent) })
-}
+func (m *movedMsg) check() error { return checkShort(&m.Agent) }
 
-func decodeGoodbye(frame []byte) (goodbyeMsg, error) {
-	return decodeMsg[goodbyeMsg](frame, "goodbye", nil)
-}
+// A goodbye has no fields to check.
+func (*goodbyeMsg) check() error { return nil }
 
 // checkRunID accepts 1 to 64 characters of [A-Za-z0-9._-].
 func checkRunID(id string) error {

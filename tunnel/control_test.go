@@ -58,22 +58,22 @@ func TestControlRefusesBadFrames(t *testing.T) {
 		`{"type":"hello","run":"r","kind":"both"}`,
 		`{"type":"hello","run":"r","kind":"serves","container":"\u001b[2Jlxc"}`,
 	} {
-		if _, err := decodeHello([]byte(frame)); err == nil {
-			t.Errorf("decodeHello(%s) accepted it", frame)
+		if _, err := decodeMsg[helloMsg]([]byte(frame)); err == nil {
+			t.Errorf("decodeMsg[helloMsg](%s) accepted it", frame)
 		}
 	}
-	if _, err := decodeServed([]byte(`{"name":"Web","port":80}`)); err == nil {
-		t.Error("decodeServed accepted an invalid name")
+	if _, err := decodeMsg[servedMsg]([]byte(`{"name":"Web","port":80}`)); err == nil {
+		t.Error("decodeMsg[servedMsg] accepted an invalid name")
 	}
-	if _, err := decodeServed([]byte(`{"name":"web","port":0}`)); err == nil {
-		t.Error("decodeServed accepted port 0")
+	if _, err := decodeMsg[servedMsg]([]byte(`{"name":"web","port":0}`)); err == nil {
+		t.Error("decodeMsg[servedMsg] accepted port 0")
 	}
 }
 
 // Texts may span lines (a remedy to copy), but hold no other control
 // character, which is shown escaped; short fields hold none at all.
 func TestControlTextsCannotDriveTheTerminal(t *testing.T) {
-	m, err := decodeEvent([]byte(`{"kind":"warn\ning","text":"a\u001b[2Jb\r\nc"}`))
+	m, err := decodeMsg[eventMsg]([]byte(`{"kind":"warn\ning","text":"a\u001b[2Jb\r\nc"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,17 +86,17 @@ func TestControlTextsCannotDriveTheTerminal(t *testing.T) {
 func decodeAny(typ string, frame []byte) (message, error) {
 	switch typ {
 	case typeHello:
-		return decodeHello(frame)
+		return decodeMsg[helloMsg](frame)
 	case typeWelcome:
-		return decodeWelcome(frame)
+		return decodeMsg[welcomeMsg](frame)
 	case typeServed:
-		return decodeServed(frame)
+		return decodeMsg[servedMsg](frame)
 	case typeEvent:
-		return decodeEvent(frame)
+		return decodeMsg[eventMsg](frame)
 	case typeEnded:
-		return decodeEnded(frame)
+		return decodeMsg[endedMsg](frame)
 	case typeGoodbye:
-		return decodeGoodbye(frame)
+		return decodeMsg[goodbyeMsg](frame)
 	}
 	return nil, errors.New("unknown type " + typ)
 }
@@ -143,25 +143,25 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 func FuzzDecodeHello(f *testing.F) {
-	fuzzDecoder(f, decodeHello, `{"type":"hello","run":"r1","version":"v1","kind":"serves","os":"linux","arch":"amd64"}`, `{"run":"x","kind":"consumes"}`)
+	fuzzDecoder(f, decodeMsg[helloMsg], `{"type":"hello","run":"r1","version":"v1","kind":"serves","os":"linux","arch":"amd64"}`, `{"run":"x","kind":"consumes"}`)
 }
 
 func FuzzDecodeWelcome(f *testing.F) {
-	fuzzDecoder(f, decodeWelcome, `{"type":"welcome","version":"v1","agent":"a","platform":"k8s","resumed":true}`)
+	fuzzDecoder(f, decodeMsg[welcomeMsg], `{"type":"welcome","version":"v1","agent":"a","platform":"k8s","resumed":true}`)
 }
 
 func FuzzDecodeServed(f *testing.F) {
-	fuzzDecoder(f, decodeServed, `{"type":"served","name":"web","port":80,"took_over":true,"detail":"d"}`)
+	fuzzDecoder(f, decodeMsg[servedMsg], `{"type":"served","name":"web","port":80,"took_over":true,"detail":"d"}`)
 }
 
 func FuzzDecodeEvent(f *testing.F) {
-	fuzzDecoder(f, decodeEvent, `{"type":"event","name":"web","kind":"warning","text":"t"}`, `{"kind":"refused","text":"\u0007"}`)
+	fuzzDecoder(f, decodeMsg[eventMsg], `{"type":"event","name":"web","kind":"warning","text":"t"}`, `{"kind":"refused","text":"\u0007"}`)
 }
 
 func FuzzDecodeEnded(f *testing.F) {
-	fuzzDecoder(f, decodeEnded, `{"type":"ended","by":"agent","reason":"r","retry":true}`)
+	fuzzDecoder(f, decodeMsg[endedMsg], `{"type":"ended","by":"agent","reason":"r","retry":true}`)
 }
 
 func FuzzDecodeGoodbye(f *testing.F) {
-	fuzzDecoder(f, decodeGoodbye, `{"type":"goodbye"}`)
+	fuzzDecoder(f, decodeMsg[goodbyeMsg], `{"type":"goodbye"}`)
 }

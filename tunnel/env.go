@@ -231,7 +231,7 @@ type envGapWire struct {
 }
 
 func decodeEnv(frame []byte) (EnvRequest, error) {
-	m, err := decodeMsg[envMsg](frame, "env", nil)
+	m, err := readMsg[envMsg](frame, typeEnv)
 	if err != nil {
 		return EnvRequest{}, err
 	}
@@ -307,7 +307,7 @@ type envAssembler struct {
 
 // take adds one env_vars message.
 func (a *envAssembler) take(frame []byte) error {
-	m, err := decodeMsg[envVarsMsg](frame, "env_vars", nil)
+	m, err := readMsg[envVarsMsg](frame, typeEnvVars)
 	if err != nil {
 		return err
 	}
@@ -348,7 +348,7 @@ func (a *envAssembler) take(frame []byte) error {
 
 // finish takes the env_done message and returns the environment.
 func (a *envAssembler) finish(frame []byte) (*Env, error) {
-	m, err := decodeMsg[envDoneMsg](frame, "env_done", nil)
+	m, err := readMsg[envDoneMsg](frame, typeEnvDone)
 	if err != nil {
 		return nil, err
 	}

@@ -26,33 +26,31 @@ type membersMsg struct {
 	Error  string      `json:"error,omitempty"`
 }
 
-func decodeMembers(frame []byte) (membersMsg, error) {
-	return decodeMsg(frame, "members", func(m *membersMsg) error {
-		if err := checkFields("members", []*string{&m.Op, &m.Key}, []*string{&m.Reason, &m.Done, &m.Error}); err != nil {
-			return err
-		}
-		l := m.List
-		if l == nil {
-			return nil
-		}
-		if len(l.Members) > MaxMembers || len(l.Pending) > MaxPending || len(l.Admins) > MaxAdmins || len(l.Removed) > MaxPending {
-			return errors.New("members: a longer list than plug keeps")
-		}
-		var fields []*string
-		for i := range l.Members {
-			mm := &l.Members[i]
-			fields = append(fields, &mm.Key, &mm.User, &mm.Comment, &mm.By)
-		}
-		for i := range l.Pending {
-			r := &l.Pending[i]
-			fields = append(fields, &r.Key, &r.User, &r.From)
-		}
-		for i := range l.Removed {
-			r := &l.Removed[i]
-			fields = append(fields, &r.Key, &r.User, &r.RemovedBy, &r.Reason)
-		}
-		return checkFields("members", fields, nil)
-	})
+func (m *membersMsg) check() error {
+	if err := checkFields("members", []*string{&m.Op, &m.Key}, []*string{&m.Reason, &m.Done, &m.Error}); err != nil {
+		return err
+	}
+	l := m.List
+	if l == nil {
+		return nil
+	}
+	if len(l.Members) > MaxMembers || len(l.Pending) > MaxPending || len(l.Admins) > MaxAdmins || len(l.Removed) > MaxPending {
+		return errors.New("members: a longer list than plug keeps")
+	}
+	var fields []*string
+	for i := range l.Members {
+		mm := &l.Members[i]
+		fields = append(fields, &mm.Key, &mm.User, &mm.Comment, &mm.By)
+	}
+	for i := range l.Pending {
+		r := &l.Pending[i]
+		fields = append(fields, &r.Key, &r.User, &r.From)
+	}
+	for i := range l.Removed {
+		r := &l.Removed[i]
+		fields = append(fields, &r.Key, &r.User, &r.RemovedBy, &r.Reason)
+	}
+	return checkFields("members", fields, nil)
 }
 
 // ManageMembers asks the agent at cfg.Addr to list the members (op
@@ -77,7 +75,7 @@ func ManageMembers(ctx context.Context, cfg ClientConfig, op, key, reason string
 	defer q.close()
 	var l MemberList
 	var done string
-	err = askDecoded(q, membersMsg{Op: op, Key: key, Reason: reason}, typeMembers, whoWait, decodeMembers, func(m membersMsg) (bool, error) {
+	err = askDecoded(q, membersMsg{Op: op, Key: key, Reason: reason}, typeMembers, whoWait, decodeMsg[membersMsg], func(m membersMsg) (bool, error) {
 		if m.Error != "" {
 			return false, errors.New(m.Error)
 		}

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,24 +52,15 @@ type statusRight struct {
 	Fix      string `json:"fix,omitempty"`
 }
 
-func decodeStatus(frame []byte) (statusMsg, error) {
-	return decodeMsg(frame, "status", func(m *statusMsg) error {
-		if len(m.Rights) > maxStatusRights {
-			return fmt.Errorf("status: %d rights, more than %d", len(m.Rights), maxStatusRights)
-		}
-		if len(m.Rights) == 0 {
-			m.Rights = nil
-		}
-		if err := checkFields("status", []*string{&m.Version, &m.Agent, &m.Platform}, []*string{&m.Refusing, &m.RightsError}); err != nil {
-			return err
-		}
-		for i := range m.Rights {
-			r := &m.Rights[i]
-			if err := checkFields(fmt.Sprintf("status: right %d", i), nil, []*string{&r.Rule, &r.Feature, &r.Fix}); err != nil {
-				return err
-			}
-		}
-		return nil
+func (m *statusMsg) check() error {
+	if len(m.Rights) == 0 {
+		m.Rights = nil
+	}
+	if err := checkFields("status", []*string{&m.Version, &m.Agent, &m.Platform}, []*string{&m.Refusing, &m.RightsError}); err != nil {
+		return err
+	}
+	return checkList("status", "right", m.Rights, maxStatusRights, func(r *statusRight) error {
+		return cmp.Or(checkText(&r.Rule), checkText(&r.Feature), checkText(&r.Fix))
 	})
 }
 
@@ -136,7 +128,7 @@ func Diagnose(ctx context.Context, cfg ClientConfig) (*Diagnosis, error) {
 	var m statusMsg
 	var unreadable error
 	err = q.ask(statusMsg{}, typeStatus, statusWait, func(frame []byte) (bool, error) {
-		m, unreadable = decodeStatus(frame)
+		m, unreadable = decodeMsg[statusMsg](frame)
 		return false, nil
 	})
 	if err != nil {

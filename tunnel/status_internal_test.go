@@ -6,7 +6,7 @@ import (
 )
 
 func FuzzDecodeStatus(f *testing.F) {
-	fuzzDecoder(f, decodeStatus,
+	fuzzDecoder(f, decodeMsg[statusMsg],
 		`{"type":"status"}`,
 		`{"type":"status","version":"v1.2.3","agent":"plug-0","platform":"Kubernetes namespace ns","refusing":"lacks\nrights",`+
 			`"rights":[{"rule":"patch services","feature":"-s","required":true,"granted":false,"fix":"kubectl -n ns patch role plug --type=json -p '[]'"}],`+
@@ -16,11 +16,11 @@ func FuzzDecodeStatus(f *testing.F) {
 
 func TestDecodeStatusRefusesWhatIsTooLarge(t *testing.T) {
 	many := `{"rights":[` + strings.Repeat(`{"rule":"r"},`, maxStatusRights) + `{"rule":"r"}]}`
-	if _, err := decodeStatus([]byte(many)); err == nil {
+	if _, err := decodeMsg[statusMsg]([]byte(many)); err == nil {
 		t.Errorf("a status with %d rights was accepted", maxStatusRights+1)
 	}
 	long := `{"version":"` + strings.Repeat("v", maxShortField+1) + `"}`
-	if _, err := decodeStatus([]byte(long)); err == nil {
+	if _, err := decodeMsg[statusMsg]([]byte(long)); err == nil {
 		t.Error("a status with a version longer than a short field was accepted")
 	}
 }

@@ -112,32 +112,28 @@ type volumeReadyMsg struct {
 	Error    string `json:"error,omitempty"`
 }
 
-func decodeVolume(frame []byte) (volumeMsg, error) {
-	return decodeMsg(frame, "volume request", func(m *volumeMsg) error {
-		if m.ID == "" || len(m.ID) > 64 {
-			return errors.New("volume request without an id")
-		}
-		return nil
-	})
+func (m *volumeMsg) check() error {
+	if m.ID == "" || len(m.ID) > 64 {
+		return errors.New("volume request without an id")
+	}
+	return nil
 }
 
-func decodeVolumeReady(frame []byte) (volumeReadyMsg, error) {
-	return decodeMsg(frame, "volume_ready", func(m *volumeReadyMsg) error {
-		if err := checkFields("volume_ready", []*string{&m.ID, &m.Host, &m.Share, &m.User, &m.Password}, []*string{&m.Detail, &m.Error}); err != nil {
-			return err
-		}
-		if m.Error == "" && (CheckPort(m.Port) != nil || m.Host == "") {
-			return errors.New("volume_ready: no address")
-		}
-		return nil
-	})
+func (m *volumeReadyMsg) check() error {
+	if err := checkFields("volume_ready", []*string{&m.ID, &m.Host, &m.Share, &m.User, &m.Password}, []*string{&m.Detail, &m.Error}); err != nil {
+		return err
+	}
+	if m.Error == "" && (CheckPort(m.Port) != nil || m.Host == "") {
+		return errors.New("volume_ready: no address")
+	}
+	return nil
 }
 
 // answerVolume answers a volume request of dc's run. It runs on its own
 // goroutine: making a helper takes seconds.
 func (dc *devConn) answerVolume(frame []byte) {
 	a := dc.a
-	m, err := decodeVolume(frame)
+	m, err := decodeMsg[volumeMsg](frame)
 	if err != nil {
 		dc.sendControl(volumeReadyMsg{ID: printable(m.ID), Error: err.Error()})
 		return

@@ -141,18 +141,11 @@ type endMsg struct {
 	Error  string `json:"error,omitempty"`
 }
 
-func decodeWho(frame []byte) (whoMsg, error) {
-	return decodeMsg(frame, "who", func(m *whoMsg) error {
-		if len(m.Runs) > maxWhoRuns {
-			return fmt.Errorf("who: %d runs, more than %d", len(m.Runs), maxWhoRuns)
-		}
-		for i := range m.Runs {
-			if err := cleanPlugged(&m.Runs[i]); err != nil {
-				return fmt.Errorf("who: run %d: %w", i, err)
-			}
-		}
-		return checkText(&m.Error)
-	})
+func (m *whoMsg) check() error {
+	if err := checkList("who", "run", m.Runs, maxWhoRuns, cleanPlugged); err != nil {
+		return err
+	}
+	return checkText(&m.Error)
 }
 
 // cleanPlugged checks a run a peer described, and makes its strings safe
@@ -184,10 +177,8 @@ func cleanPlugged(p *Plugged) error {
 	return nil
 }
 
-func decodeEnd(frame []byte) (endMsg, error) {
-	return decodeMsg(frame, "end", func(m *endMsg) error {
-		return checkFields("end", []*string{&m.Run, &m.Ended, &m.User, &m.Key}, []*string{&m.Reason, &m.Error})
-	})
+func (m *endMsg) check() error {
+	return checkFields("end", []*string{&m.Run, &m.Ended, &m.User, &m.Key}, []*string{&m.Reason, &m.Error})
 }
 
 // Who asks the agent at cfg.Addr who is plugged in: every replica's runs,
@@ -200,7 +191,7 @@ func Who(ctx context.Context, cfg ClientConfig) (runs []Plugged, all bool, err e
 		return nil, false, err
 	}
 	defer q.close()
-	err = askDecoded(q, whoMsg{}, typeWho, whoWait, decodeWho, func(m whoMsg) (bool, error) {
+	err = askDecoded(q, whoMsg{}, typeWho, whoWait, decodeMsg[whoMsg], func(m whoMsg) (bool, error) {
 		switch {
 		case m.Error != "":
 			return false, errors.New(m.Error)
@@ -238,7 +229,7 @@ func End(ctx context.Context, cfg ClientConfig, run, reason string) (Ended, erro
 	}
 	defer q.close()
 	var m endMsg
-	err = askDecoded(q, endMsg{Run: run, Reason: reason}, typeEnd, whoWait, decodeEnd, func(a endMsg) (bool, error) {
+	err = askDecoded(q, endMsg{Run: run, Reason: reason}, typeEnd, whoWait, decodeMsg[endMsg], func(a endMsg) (bool, error) {
 		m = a
 		return false, nil
 	})
