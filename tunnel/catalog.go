@@ -181,7 +181,7 @@ type catalogState struct {
 	mu      sync.Mutex
 	current Catalog
 	known   bool
-	changed chan struct{} // closed and replaced at each change
+	changed broadcast // woken at each change
 }
 
 // get returns the catalog, whether there is one yet, and a channel closed
@@ -189,10 +189,7 @@ type catalogState struct {
 func (s *catalogState) get() (Catalog, bool, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.changed == nil {
-		s.changed = make(chan struct{})
-	}
-	return s.current, s.known, s.changed
+	return s.current, s.known, s.changed.next()
 }
 
 // set replaces the catalog and wakes those waiting on it.
@@ -200,10 +197,7 @@ func (s *catalogState) set(c Catalog) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.current, s.known = c, true
-	if s.changed != nil {
-		close(s.changed)
-	}
-	s.changed = make(chan struct{})
+	s.changed.wake()
 }
 
 // sameCatalog reports whether a and b say the same.

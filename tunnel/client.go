@@ -65,8 +65,8 @@ type Session struct {
 
 	mu       sync.Mutex
 	closed   bool
-	cur      *clientConn   // the live connection; nil while reconnecting
-	changed  chan struct{} // closed and replaced whenever cur changes
+	cur      *clientConn // the live connection; nil while reconnecting
+	changed  broadcast   // woken whenever cur changes
 	forwards map[string]*forward
 }
 
@@ -129,7 +129,6 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 		cfg:        cfg,
 		maintained: make(chan struct{}),
 		done:       make(chan struct{}),
-		changed:    make(chan struct{}),
 		forwards:   map[string]*forward{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -401,8 +400,7 @@ func (s *Session) move(old *clientConn) {
 		return
 	}
 	s.cur = next
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changed.wake()
 	close(old.moved)
 	s.mu.Unlock()
 
@@ -486,7 +484,7 @@ func (s *Session) restore(cc *clientConn, how string) {
 func (s *Session) connected(ctx context.Context) (*clientConn, error) {
 	for {
 		s.mu.Lock()
-		cc, changed, closed := s.cur, s.changed, s.closed
+		cc, changed, closed := s.cur, s.changed.next(), s.closed
 		s.mu.Unlock()
 		if closed {
 			return nil, errSessionClosed
@@ -518,8 +516,7 @@ func (s *Session) setCurrent(cc *clientConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cur = cc
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changed.wake()
 }
 
 func (s *Session) dropForward(f *forward) {

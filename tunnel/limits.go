@@ -205,7 +205,7 @@ type addrLimiter struct {
 	total   int // connections holding a slot
 	waiting int // connections waiting for one
 	per     map[netip.Addr]*addrCount
-	freed   chan struct{} // closed and replaced when a slot is given back
+	freed   broadcast // woken when a slot is given back
 }
 
 type addrCount struct{ held, waiting int }
@@ -250,10 +250,7 @@ func (l *addrLimiter) wait(ctx context.Context, addr netip.Addr) (bool, string) 
 		l.forget(addr, c)
 	}()
 	for !l.free(c) {
-		if l.freed == nil {
-			l.freed = make(chan struct{})
-		}
-		freed := l.freed
+		freed := l.freed.next()
 		l.mu.Unlock()
 		select {
 		case <-freed:
@@ -278,10 +275,7 @@ func (l *addrLimiter) give(addr netip.Addr) {
 	c.held--
 	l.total--
 	l.forget(addr, c)
-	if l.freed != nil {
-		close(l.freed)
-		l.freed = nil
-	}
+	l.freed.wake()
 }
 
 // count is addr's count, a new one if it has none. Called with l.mu held.
