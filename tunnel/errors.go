@@ -88,11 +88,8 @@ func (e *AuthError) Error() string {
 		e.Addr, e.Fingerprint, e.User, reason, profile)
 }
 
-// EndedError says the agent ended the run.
-type EndedError struct {
-	By     string
-	Reason string
-}
+// EndedError says the agent ended the run: who ended it, and why.
+type EndedError struct{ By, Reason string }
 
 func (e *EndedError) Error() string {
 	return fmt.Sprintf("the run was ended by %s: %s", e.By, e.Reason)
@@ -109,11 +106,8 @@ func (e *ServeError) Error() string {
 	return fmt.Sprintf("cannot serve %s:%d: %s", e.Name, e.Port, e.Reason)
 }
 
-// DialError says the agent could not reach an address in the cluster.
-type DialError struct {
-	Address string
-	Reason  string
-}
+// DialError says the agent could not reach Address in the cluster, and why.
+type DialError struct{ Address, Reason string }
 
 func (e *DialError) Error() string {
 	return fmt.Sprintf("cannot reach %s through the agent: %s", e.Address, e.Reason)
