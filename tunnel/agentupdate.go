@@ -20,15 +20,18 @@ import (
 // developer needs no cluster credentials.
 const typeAgentUpdate = "agent_update"
 
+// How long the new agent pods may take to be ready.
 const (
-	// DefaultUpdateWait is how long the new agent pods may take to be
-	// ready when the CLI does not say.
+	// DefaultUpdateWait is the wait when the CLI does not say.
 	DefaultUpdateWait = 3 * time.Minute
 	// MinUpdateWait and MaxUpdateWait bound the wait a peer may ask for:
 	// the agent spends one API request a second on it, at most
 	// 2×MaxUpdateWait (the rollout, and its undo).
 	MinUpdateWait = 10 * time.Second
 	MaxUpdateWait = 15 * time.Minute
+)
+
+const (
 	// updateDrain is how long a stopping agent waits for the answer of an
 	// update in progress: the old agent is stopped by the very rollout it
 	// follows, once the new one is ready.

@@ -14,6 +14,15 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
+// closedError is a handshake the agent ended by closing the connection
+// before authentication was over.
+type closedError struct {
+	busy bool  // the agent said it was busy
+	err  error // the error to report if no try succeeds
+}
+
+func (e *closedError) Error() string { return e.err.Error() }
+
 // An agent closes a connection before its handshake when too many from
 // the same address (or from all) are in theirs (limits.go): a burst of
 // runs behind one NAT address meets it. The CLI tries such a connection
@@ -29,15 +38,6 @@ const (
 	busyRetryFor   = 15 * time.Second
 	closedRetryFor = 3 * time.Second
 )
-
-// closedError is a handshake the agent ended by closing the connection
-// before authentication was over.
-type closedError struct {
-	busy bool  // the agent said it was busy
-	err  error // the error to report if no try succeeds
-}
-
-func (e *closedError) Error() string { return e.err.Error() }
 
 // handshake is handshakeOnce, tried again while the agent closes the
 // connection during the handshake (see retryFirst), within ctx. The first

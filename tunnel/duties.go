@@ -43,14 +43,14 @@ func (d Duties) Run(ctx context.Context) {
 	defer sweep.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return
 		case <-beat.C:
 			d.Beat(ctx)
 		case <-sweep.C:
 			d.Sweep(ctx)
 		case <-d.Kick:
 			d.Kicked(ctx)
+		case <-ctx.Done():
+			return
 		}
 	}
 }
