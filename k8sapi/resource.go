@@ -52,7 +52,9 @@ type Resource[T any] struct {
 	path string
 }
 
-// Resources returns kind's objects in namespace ns, decoded as T.
+// Resources returns kind's objects in namespace ns, decoded as T. The
+// Client's accessors below are it for the kinds the agent works on
+// throughout; a kind read in one place is reached with Resources itself.
 func Resources[T any](c *Client, kind Kind, ns string) Resource[T] {
 	return Resource[T]{c: c, path: kind.collectionPath(ns)}
 }
@@ -65,11 +67,6 @@ func (c *Client) EndpointSlices(ns string) Resource[EndpointSlice] {
 	return Resources[EndpointSlice](c, KindEndpointSlice, ns)
 }
 
-// Endpoints are the namespace's legacy v1 Endpoints.
-func (c *Client) Endpoints(ns string) Resource[Endpoints] {
-	return Resources[Endpoints](c, KindEndpoints, ns)
-}
-
 // Pods are the namespace's Pods.
 func (c *Client) Pods(ns string) Resource[Pod] { return Resources[Pod](c, KindPod, ns) }
 
@@ -79,11 +76,6 @@ func (c *Client) Secrets(ns string) Resource[Secret] { return Resources[Secret](
 // Events are the namespace's core/v1 Events.
 func (c *Client) Events(ns string) Resource[ObjectEvent] {
 	return Resources[ObjectEvent](c, KindEvent, ns)
-}
-
-// ConfigMaps are the namespace's ConfigMaps.
-func (c *Client) ConfigMaps(ns string) Resource[ConfigMap] {
-	return Resources[ConfigMap](c, KindConfigMap, ns)
 }
 
 // Leases are the namespace's coordination.k8s.io Leases.

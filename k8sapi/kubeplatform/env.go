@@ -281,7 +281,7 @@ type apiEnvReader struct {
 }
 
 func (r apiEnvReader) configMap(ctx context.Context, name string) (*k8sapi.ConfigMap, error) {
-	return r.c.ConfigMaps(r.ns).Get(ctx, name)
+	return k8sapi.Resources[k8sapi.ConfigMap](r.c, k8sapi.KindConfigMap, r.ns).Get(ctx, name)
 }
 
 func (r apiEnvReader) secret(ctx context.Context, name string) (*k8sapi.Secret, error) {

@@ -350,7 +350,7 @@ func (p *Platform) dropForeign(ctx context.Context, name string, endpoints bool)
 	if foreign == 0 && !endpoints {
 		return nil
 	}
-	if err := p.c.Endpoints(p.ns).Delete(ctx, name, nil); err != nil && !k8sapi.IsNotFound(err) {
+	if err := k8sapi.Resources[k8sapi.Endpoints](p.c, k8sapi.KindEndpoints, p.ns).Delete(ctx, name, nil); err != nil && !k8sapi.IsNotFound(err) {
 		return fmt.Errorf("deleting the legacy Endpoints of %s: %w", name, err)
 	}
 	return nil
