@@ -280,12 +280,31 @@ func TestStripeRejectsOverlappingSegments(t *testing.T) {
 	waitCarried(t, p)
 }
 
-// slowChannel is a channel whose every write takes a moment, as a channel
-// whose window is spent does.
-type slowChannel struct{ net.Conn }
+// slowChannel is a channel whose window is spent: each write waits for the
+// window to open again, which it does every 2×stripeGrowWait, as if a
+// window adjustment came then. Once the test has ended, writes no longer
+// wait.
+type slowChannel struct {
+	net.Conn
+	window <-chan time.Time
+	ended  <-chan struct{}
+}
+
+func newSlowChannel(t *testing.T, c net.Conn) slowChannel {
+	window := time.NewTicker(2 * stripeGrowWait)
+	ended := make(chan struct{})
+	t.Cleanup(func() {
+		window.Stop()
+		close(ended)
+	})
+	return slowChannel{Conn: c, window: window.C, ended: ended}
+}
 
 func (c slowChannel) Write(b []byte) (int, error) {
-	time.Sleep(2 * stripeGrowWait)
+	select {
+	case <-c.window:
+	case <-c.ended:
+	}
 	return c.Conn.Write(b)
 }
 
@@ -309,14 +328,14 @@ func sendBackToBack(t *testing.T, rtt time.Duration, limit int) []int {
 				return nil, err
 			}
 			mine, theirs := net.Pipe()
-			err := (*peer).joinWith(m.ID, func() (io.ReadWriteCloser, error) { return slowChannel{theirs}, nil })
+			err := (*peer).joinWith(m.ID, func() (io.ReadWriteCloser, error) { return newSlowChannel(t, theirs), nil })
 			if err != nil {
 				return nil, err
 			}
 			openedMu.Lock()
 			opened = append(opened, had)
 			openedMu.Unlock()
-			return slowChannel{mine}, nil
+			return newSlowChannel(t, mine), nil
 		}
 	}
 	a, b = testTable(limit, joinTo(&b)), testTable(limit, joinTo(&a))
@@ -331,8 +350,8 @@ func sendBackToBack(t *testing.T, rtt time.Duration, limit int) []int {
 		t.Fatal(err)
 	}
 	chA, chB := net.Pipe()
-	go sa.carry(slowChannel{chA})
-	go sb.carry(slowChannel{chB})
+	go sa.carry(newSlowChannel(t, chA))
+	go sb.carry(newSlowChannel(t, chB))
 	data := randomBytes(16 << 20)
 	go func() {
 		appA.Write(data)
@@ -351,10 +370,10 @@ func sendBackToBack(t *testing.T, rtt time.Duration, limit int) []int {
 	return slices.Clone(opened)
 }
 
-// Each write waits 2 ms: 32 MB/s a channel. With a round trip of 50 ms a
-// channel's window lets 42 MB/s through: the window holds it back. The
-// sender doubles its channels each time, up to the limit: 1 opens 1 (2
-// then), 2 open 2 (4), 4 open 4 (8).
+// Each channel takes a write every 2 ms: 32 MB/s a channel. With a round
+// trip of 50 ms a channel's window lets 42 MB/s through: the window holds
+// it back. The sender doubles its channels each time, up to the limit: 1
+// opens 1 (2 then), 2 open 2 (4), 4 open 4 (8).
 func TestStripeAddsChannelsWhenTheWindowHoldsItBack(t *testing.T) {
 	opened := sendBackToBack(t, 50*time.Millisecond, 8)
 	if want := []int{2, 4, 4, 8, 8, 8, 8}; !slices.Equal(opened, want) {

@@ -132,6 +132,8 @@ func (c *cluster) waitTask(t *testing.T, svc string, states ...string) {
 	t.Helper()
 	final := map[string]bool{"complete": true, "failed": true, "rejected": true, "shutdown": true, "orphaned": true}
 	stop := time.Now().Add(deadline)
+	poll := time.NewTicker(200 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		for _, task := range c.tasks(t, svc) {
 			state, _, _ := strings.Cut(task, " ")
@@ -148,7 +150,7 @@ func (c *cluster) waitTask(t *testing.T, svc string, states ...string) {
 		if time.Now().After(stop) {
 			t.Fatalf("service %s: no task reached %v within %v: %q", svc, states, deadline, c.tasks(t, svc))
 		}
-		time.Sleep(200 * time.Millisecond)
+		<-poll.C
 	}
 }
 
