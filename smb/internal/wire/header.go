@@ -53,13 +53,17 @@ const (
 
 // Dialects.
 const (
-	Dialect202      uint16 = 0x0202
-	Dialect210      uint16 = 0x0210
-	Dialect300      uint16 = 0x0300
-	Dialect302      uint16 = 0x0302
-	Dialect311      uint16 = 0x0311
-	DialectWildcard uint16 = 0x02FF
+	Dialect202 uint16 = 0x0202
+	Dialect210 uint16 = 0x0210
+	Dialect300 uint16 = 0x0300
+	Dialect302 uint16 = 0x0302
+	Dialect311 uint16 = 0x0311
 )
+
+// DialectWildcard, in the answer to an SMB1 NEGOTIATE, names no dialect:
+// it tells the client the server speaks SMB 2.1 or later, and to send an
+// SMB2 NEGOTIATE next.
+const DialectWildcard uint16 = 0x02FF
 
 // Header is the SMB2 header. A message is async when Flags has FlagAsync;
 // then AsyncID is meaningful and TreeID is not.
