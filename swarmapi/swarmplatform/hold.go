@@ -47,11 +47,11 @@ func (p *Platform) markWarned(name string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.held[name]
-	if h == nil || h.warned {
-		return false
+	first := h != nil && !h.warned
+	if first {
+		h.warned = true
 	}
-	h.warned = true
-	return true
+	return first
 }
 
 // forget forgets a name this agent served.
