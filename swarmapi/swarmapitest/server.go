@@ -114,31 +114,6 @@ func (s *Server) Close() {
 // Client returns a new swarmapi client of the engine.
 func (s *Server) Client() *swarmapi.Client { return swarmapi.NewClient(s.Socket) }
 
-// SetVersion makes v the engine's answer to GET /version: the API versions
-// it speaks are v.MinAPIVersion to v.APIVersion.
-func (s *Server) SetVersion(v swarmapi.Version) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.version = v
-}
-
-// SetSwarm makes info the engine's place in its swarm, as GET /info tells
-// it. Unless info.ControlAvailable, the node is no manager: every call on
-// services, tasks and swarm networks is answered 503, as a worker's.
-func (s *Server) SetSwarm(info swarmapi.SwarmInfo) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.swarm = info
-}
-
-// Index is the swarm's store version: it moves on with every change of a
-// service, a task or a network, and with nothing else.
-func (s *Server) Index() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.engine.index
-}
-
 // Requests returns every request the engine has received, oldest first,
 // answered or not. An event stream sees every event from the moment its
 // request is received: once a test sees the request here, or in a Fault's

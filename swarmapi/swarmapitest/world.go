@@ -6,6 +6,23 @@ import (
 	"plug/swarmapi"
 )
 
+// SetVersion makes v the engine's answer to GET /version: the API versions
+// it speaks are v.MinAPIVersion to v.APIVersion.
+func (s *Server) SetVersion(v swarmapi.Version) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version = v
+}
+
+// SetSwarm makes info the engine's place in its swarm, as GET /info tells
+// it. Unless info.ControlAvailable, the node is no manager: every call on
+// services, tasks and swarm networks is answered 503, as a worker's.
+func (s *Server) SetSwarm(info swarmapi.SwarmInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.swarm = info
+}
+
 // AddNetwork creates the overlay network called name in the swarm
 // (attachable, as plug's agent needs) and returns it.
 func (s *Server) AddNetwork(name string, attachable bool) swarmapi.Network {
@@ -46,4 +63,12 @@ func (s *Server) EndTask(id, state, message string) error {
 	task.Status.Message = message
 	e.orchestrate()
 	return nil
+}
+
+// Index is the swarm's store version: it moves on with every change of a
+// service, a task or a network, and with nothing else.
+func (s *Server) Index() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.engine.index
 }
