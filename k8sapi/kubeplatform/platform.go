@@ -123,7 +123,7 @@ type Platform struct {
 	deployed map[string]*deployedSet // what answered the names it took over (deployed.go)
 	pending  map[string]tunnel.Binding
 	kick     chan struct{}            // asks the guard to check the held names now
-	records  map[string]bool          // the Leases of runs this agent wrote, renewed every Heartbeat
+	records  tunnel.WrittenRecords    // the Leases of runs this agent wrote, renewed every Heartbeat
 	podUID   string                   // the agent pod's, for the Leases' owner reference; read once
 	volumes  map[string]volumeReceipt // the volume helpers held here, by name
 }
@@ -159,7 +159,7 @@ func New(opts Options) (*Platform, error) {
 		c: opts.Client, ns: opts.Namespace, pod: opts.PodName, node: opts.NodeName, ip: ip, logf: opts.Logf, times: opts,
 		protected: protectedAddrs(opts), podLabels: opts.PodLabels,
 		masterEnv: opts.MasterServiceEnv, offered: offered, account: opts.ServiceAccount, deployment: opts.Deployment,
-		held: map[string]*holding{}, deployed: map[string]*deployedSet{}, pending: map[string]tunnel.Binding{}, kick: make(chan struct{}, 1), records: map[string]bool{},
+		held: map[string]*holding{}, deployed: map[string]*deployedSet{}, pending: map[string]tunnel.Binding{}, kick: make(chan struct{}, 1),
 	}, nil
 }
 

@@ -3,10 +3,7 @@ package kubeplatform
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"plug/k8sapi"
@@ -62,9 +59,7 @@ func (p *Platform) PutRun(ctx context.Context, rec tunnel.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("writing the record of a run (Lease %s): %w", name, err)
 	}
-	p.mu.Lock()
-	p.records[name] = true
-	p.mu.Unlock()
+	p.records.Add(name)
 	return nil
 }
 
@@ -119,9 +114,7 @@ func (p *Platform) ownPod(ctx context.Context) (*k8sapi.OwnerReference, error) {
 // DeleteRun deletes the Lease of run on agent.
 func (p *Platform) DeleteRun(ctx context.Context, agent, run string) error {
 	name := leaseName(agent, run)
-	p.mu.Lock()
-	delete(p.records, name)
-	p.mu.Unlock()
+	p.records.Remove(name)
 	err := p.c.Leases(p.ns).Delete(ctx, name, nil)
 	if err != nil && !k8sapi.IsNotFound(err) {
 		return fmt.Errorf("deleting the record of a run (Lease %s): %w", name, err)
@@ -173,22 +166,16 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 	if err != nil {
 		return 0, fmt.Errorf("listing the records of run %s (Leases): %w", run, err)
 	}
-	n := 0
-	var errs []error
-	for _, l := range list.Items {
-		if rec, ok := p.liveRecord(&l); !ok || rec.Run != run {
-			continue
-		}
+	live := func(l k8sapi.Lease) (tunnel.RunRecord, bool) { return p.liveRecord(&l) }
+	return tunnel.MarkEnded(list.Items, run, live, func(l k8sapi.Lease) error {
 		_, err := leases.MergePatch(ctx, l.Metadata.Name, map[string]any{
 			"metadata": map[string]any{"annotations": map[string]string{AnnotationRunEnded: string(raw)}},
 		})
 		if err != nil && !k8sapi.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("marking the Lease %s ended: %w", l.Metadata.Name, err))
-			continue
+			return fmt.Errorf("marking the Lease %s ended: %w", l.Metadata.Name, err)
 		}
-		n++
-	}
-	return n, errors.Join(errs...)
+		return nil
+	})
 }
 
 // WatchEnded follows agent's Leases and passes on each one marked ended,
@@ -240,10 +227,7 @@ func (p *Platform) tendRecords(ctx context.Context) {
 
 // renewRecords renews the Leases this agent wrote.
 func (p *Platform) renewRecords(ctx context.Context) {
-	p.mu.Lock()
-	names := slices.Collect(maps.Keys(p.records))
-	p.mu.Unlock()
-	for _, name := range names {
+	for _, name := range p.records.Names() {
 		_, err := p.c.Leases(p.ns).MergePatch(ctx, name, map[string]any{
 			"spec": map[string]any{"renewTime": k8sapi.NewMicroTime(time.Now())},
 		})

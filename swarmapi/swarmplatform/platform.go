@@ -90,7 +90,7 @@ type Platform struct {
 	// (deployed.go).
 	takenFrom map[string]*deployedSet
 	// records are the run records this agent wrote (runs.go), by digest.
-	records map[string]bool
+	records tunnel.WrittenRecords
 }
 
 // The Platform contract. Each optional interface of tunnel/platform.go
@@ -109,7 +109,7 @@ func New(opts Options) (*Platform, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 45 * time.Second
 	}
-	return &Platform{opts: opts, names: map[string]*sync.Mutex{}, held: map[string]*holding{}, takenFrom: map[string]*deployedSet{}, records: map[string]bool{}}, nil
+	return &Platform{opts: opts, names: map[string]*sync.Mutex{}, held: map[string]*holding{}, takenFrom: map[string]*deployedSet{}}, nil
 }
 
 // taskLabel is the label the swarm puts on a task's container.

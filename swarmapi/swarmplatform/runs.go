@@ -3,10 +3,8 @@ package swarmplatform
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"time"
 
 	"plug/swarmapi"
@@ -74,9 +72,7 @@ func (p *Platform) PutRun(ctx context.Context, rec tunnel.RunRecord) error {
 		if err != nil {
 			return fmt.Errorf("writing the record of a run (swarm config plug-run-%s): %w", id, err)
 		}
-		p.mu.Lock()
-		p.records[id] = true
-		p.mu.Unlock()
+		p.records.Add(id)
 		return nil
 	}
 	return fmt.Errorf("the record of a run (swarm config plug-run-%s) kept changing", id)
@@ -85,9 +81,7 @@ func (p *Platform) PutRun(ctx context.Context, rec tunnel.RunRecord) error {
 // DeleteRun removes the config of run on agent.
 func (p *Platform) DeleteRun(ctx context.Context, agent, run string) error {
 	id := tunnel.RecordDigest(agent + "/" + run)
-	p.mu.Lock()
-	delete(p.records, id)
-	p.mu.Unlock()
+	p.records.Remove(id)
 	cfgs, err := p.runConfigs(ctx, labelRecordID+"="+id)
 	if err != nil {
 		return err
@@ -137,21 +131,15 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	var errs []error
-	for _, c := range cfgs {
-		if rec, ok := p.liveRecord(ctx, c); !ok || rec.Run != run {
-			continue
-		}
+	live := func(c swarmapi.Config) (tunnel.RunRecord, bool) { return p.liveRecord(ctx, c) }
+	return tunnel.MarkEnded(cfgs, run, live, func(c swarmapi.Config) error {
 		labels := maps.Clone(c.Spec.Labels)
 		labels[labelRunEnded] = string(raw)
 		if err := p.opts.Client.UpdateConfigLabels(ctx, c, labels); err != nil && !swarmapi.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("marking %s ended: %w", c.Spec.Name, err))
-			continue
+			return fmt.Errorf("marking %s ended: %w", c.Spec.Name, err)
 		}
-		n++
-	}
-	return n, errors.Join(errs...)
+		return nil
+	})
 }
 
 // WatchEnded follows the configs' events and passes on each record of
@@ -210,10 +198,7 @@ func (p *Platform) tendRecords(ctx context.Context) {
 }
 
 func (p *Platform) renewRecords(ctx context.Context) {
-	p.mu.Lock()
-	ids := slices.Collect(maps.Keys(p.records))
-	p.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range p.records.Names() {
 		cfgs, err := p.runConfigs(ctx, labelRecordID+"="+id)
 		if err != nil || len(cfgs) == 0 {
 			continue
