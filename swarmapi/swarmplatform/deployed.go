@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +34,7 @@ type deployedSet struct {
 	service string // its ID
 
 	mu      sync.Mutex
-	ips     []string
+	ips     []netip.Addr
 	read    time.Time
 	reading bool // a list is under way
 }
@@ -62,7 +61,7 @@ func (p *Platform) DialDeployed(ctx context.Context, b tunnel.Binding) (net.Conn
 	}
 	targets := make([]string, len(ips))
 	for i, ip := range ips {
-		targets[i] = net.JoinHostPort(ip, strconv.Itoa(b.Port))
+		targets[i] = netip.AddrPortFrom(ip, uint16(b.Port)).String()
 	}
 	return tunnel.DialBackends(ctx, targets)
 }
@@ -99,7 +98,7 @@ func (p *Platform) readDeployed(ctx context.Context, name string) {
 // agent's networks. A list older than deployedFresh is read again in the
 // background (one read at a time), so that no caller waits for the
 // engine; the first is read at once.
-func (d *deployedSet) current(ctx context.Context, p *Platform) ([]string, error) {
+func (d *deployedSet) current(ctx context.Context, p *Platform) ([]netip.Addr, error) {
 	d.mu.Lock()
 	first := d.read.IsZero()
 	if !first && time.Since(d.read) > deployedFresh && !d.reading {
@@ -131,7 +130,7 @@ func (d *deployedSet) refresh(ctx context.Context, p *Platform) error {
 	if err != nil {
 		return fmt.Errorf("listing the tasks of the deployed service: %w", err)
 	}
-	var ips []string
+	var ips []netip.Addr
 	for _, t := range tasks {
 		if !t.Running() {
 			continue
@@ -141,8 +140,9 @@ func (d *deployedSet) refresh(ctx context.Context, p *Platform) error {
 				continue
 			}
 			for _, cidr := range na.Addresses {
-				ip, _, _ := strings.Cut(cidr, "/")
-				ips = append(ips, ip)
+				if pfx, err := netip.ParsePrefix(cidr); err == nil {
+					ips = append(ips, pfx.Addr())
+				}
 			}
 		}
 	}
