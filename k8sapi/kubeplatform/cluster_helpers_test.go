@@ -3,6 +3,7 @@ package kubeplatform
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -284,6 +285,17 @@ func snapshotOf(t *testing.T, c *k8sapi.Client, ns, name string) snapshot {
 	}
 	meta := (*obj)["metadata"].(map[string]any)
 	return snapshot{spec: (*obj)["spec"], labels: meta["labels"], annotations: meta["annotations"], version: meta["resourceVersion"].(string)}
+}
+
+// butHeartbeat is s without the heartbeat annotation, which the agent
+// holding a Service renews on its own.
+func (s snapshot) butHeartbeat() snapshot {
+	if a, ok := s.annotations.(map[string]any); ok {
+		a = maps.Clone(a)
+		delete(a, AnnotationHeartbeat)
+		s.annotations = a
+	}
+	return s
 }
 
 func (s snapshot) sameAs(o snapshot) error {

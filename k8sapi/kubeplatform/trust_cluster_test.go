@@ -63,8 +63,10 @@ func TestAnotherKeyCannotTakeARunByItsID(t *testing.T) {
 	if err := second.Release(bg, thief); err != nil {
 		t.Errorf("releasing every port of web for another key: %v", err)
 	}
-	if after := k.snapshot(t, "web"); after.version != before.version {
-		t.Errorf("the other key changed the Service: %v", after.sameAs(before))
+	// The first replica's own heartbeat (every second here) may renew the
+	// receipt's time meanwhile; nothing else of the Service may change.
+	if err := k.snapshot(t, "web").butHeartbeat().sameAs(before.butHeartbeat()); err != nil {
+		t.Errorf("the other key changed the Service: %v", err)
 	}
 	k.eventuallyAnswered(t, "http://web/", "local")
 	clustertest.Eventually(t, 30*time.Second, "a sweep and a heartbeat of both replicas", func() error {
