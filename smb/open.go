@@ -252,17 +252,31 @@ const (
 	attrAllMask    uint32 = 0x7FB7
 )
 
-// createReq is a decoded CREATE request.
+// createReq is a decoded CREATE request: its fixed part, then the name
+// and the create contexts that part points to.
 type createReq struct {
-	oplock      uint8
-	impersonate uint32
-	access      uint32
-	attrs       uint32
-	share       uint32
-	disposition uint32
-	options     uint32
-	name        []byte
-	contexts    []createContext
+	createFixed
+	name     []byte
+	contexts []createContext
+}
+
+// createFixed is the fixed part of a CREATE request (MS-SMB2 2.2.13), in
+// wire order, as binary.Decode reads it.
+type createFixed struct {
+	Size        uint16
+	_           uint8 // SecurityFlags
+	Oplock      uint8
+	Impersonate uint32
+	_           [16]byte // SmbCreateFlags, Reserved
+	Access      uint32
+	Attrs       uint32
+	Share       uint32
+	Disposition uint32
+	Options     uint32
+	NameOffset  uint16
+	NameLength  uint16
+	ContextsOff uint32
+	ContextsLen uint32
 }
 
 // createContext is one create context of a request.
@@ -274,26 +288,18 @@ type createContext struct {
 // parseCreate decodes the CREATE request msg (header and body).
 func parseCreate(msg []byte) (createReq, uint32) {
 	var q createReq
-	b := msg[wire.HeaderSize:]
-	if len(b) < 56 || binary.LittleEndian.Uint16(b) != 57 {
+	if _, err := binary.Decode(msg[wire.HeaderSize:], binary.LittleEndian, &q.createFixed); err != nil || q.Size != 57 {
 		return q, wire.StatusInvalidParameter
 	}
-	le := binary.LittleEndian
-	q.oplock = b[3]
-	q.impersonate = le.Uint32(b[4:])
-	q.access = le.Uint32(b[24:])
-	q.attrs = le.Uint32(b[28:])
-	q.share = le.Uint32(b[32:])
-	q.disposition = le.Uint32(b[36:])
-	q.options = le.Uint32(b[40:])
 	var err error
-	if q.name, err = wire.Field(msg, uint32(le.Uint16(b[44:])), uint32(le.Uint16(b[46:])), wire.HeaderSize+56); err != nil {
+	if q.name, err = wire.Field(msg, uint32(q.NameOffset), uint32(q.NameLength), wire.HeaderSize+56); err != nil {
 		return q, wire.StatusInvalidParameter
 	}
-	ctxs, err := wire.Field(msg, le.Uint32(b[48:]), le.Uint32(b[52:]), wire.HeaderSize+56)
+	ctxs, err := wire.Field(msg, q.ContextsOff, q.ContextsLen, wire.HeaderSize+56)
 	if err != nil {
 		return q, wire.StatusInvalidParameter
 	}
+	le := binary.LittleEndian
 	for len(ctxs) > 0 {
 		if len(ctxs) < 16 {
 			return q, wire.StatusInvalidParameter
@@ -318,25 +324,25 @@ func parseCreate(msg []byte) (createReq, uint32) {
 		}
 		ctxs = ctxs[next:]
 	}
-	if q.impersonate > 3 {
+	if q.Impersonate > 3 {
 		return q, wire.StatusBadImpersonationLevel
 	}
-	if q.access&accInvalid != 0 {
+	if q.Access&accInvalid != 0 {
 		return q, wire.StatusAccessDenied
 	}
-	if q.access&accSystemSecurity != 0 {
+	if q.Access&accSystemSecurity != 0 {
 		return q, wire.StatusPrivilegeNotHeld
 	}
-	if q.disposition > fileOverwriteIf || q.share&^7 != 0 || q.attrs&^attrAllMask != 0 ||
-		q.options&optDirectory != 0 && q.options&optNonDirectory != 0 {
+	if q.Disposition > fileOverwriteIf || q.Share&^7 != 0 || q.Attrs&^attrAllMask != 0 ||
+		q.Options&optDirectory != 0 && q.Options&optNonDirectory != 0 {
 		return q, wire.StatusInvalidParameter
 	}
-	if q.options&0xFF000000 != 0 {
+	if q.Options&0xFF000000 != 0 {
 		return q, wire.StatusInvalidParameter
 	}
 	// Tree connections, opens by file id and reserve-opfilter are not
 	// offered.
-	if q.options&(0x80|optOpenByFileID|0x100000) != 0 {
+	if q.Options&(0x80|optOpenByFileID|0x100000) != 0 {
 		return q, wire.StatusNotSupported
 	}
 	return q, wire.StatusSuccess
@@ -379,13 +385,13 @@ func (c *conn) create(r *request) uint32 {
 	if n >= maxOpens {
 		return wire.StatusTooManyOpenedFiles
 	}
-	if q.options&optDeleteOnClose != 0 && mapGeneric(q.access)&accDelete == 0 && q.access&accMaximumAllowed == 0 {
+	if q.Options&optDeleteOnClose != 0 && mapGeneric(q.Access)&accDelete == 0 && q.Access&accMaximumAllowed == 0 {
 		return wire.StatusInvalidParameter
 	}
 	// Exclusive and batch oplocks of others are broken first; the open
 	// waits for their holders, answering later, when it can (the last of
 	// a chain).
-	overwrite := q.disposition == fileOverwrite || q.disposition == fileOverwriteIf || q.disposition == fileSupersede
+	overwrite := q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede
 	if wait := c.srv.breakFor(path, overwrite); wait != nil && r.chain.last {
 		return c.createAfterBreak(r, wait)
 	}
@@ -457,12 +463,12 @@ func (c *conn) openPath(r *request, q *createReq, path string) (*open, fileStat,
 		if err != unix.ENOENT {
 			return nil, fileStat{}, 0, ntStatus(err)
 		}
-		switch q.disposition {
+		switch q.Disposition {
 		case fileOpen, fileOverwrite:
 			return nil, fileStat{}, 0, c.missing(path)
 		}
 		o, st, status := c.createNew(r, q, path)
-		if status == wire.StatusObjectNameCollision && q.disposition != fileCreate && attempt == 0 {
+		if status == wire.StatusObjectNameCollision && q.Disposition != fileCreate && attempt == 0 {
 			continue // created by someone else meanwhile: open it
 		}
 		return o, st, actionCreated, status
@@ -521,7 +527,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 		return nil, 0, wire.StatusAccessDenied // devices, pipes and sockets are not served
 	}
 	action := uint32(actionOpened)
-	switch q.disposition {
+	switch q.Disposition {
 	case fileCreate:
 		return nil, 0, wire.StatusObjectNameCollision
 	case fileOverwrite, fileOverwriteIf:
@@ -530,28 +536,28 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 		action = actionSuperseded
 	}
 	if st.isDir() {
-		if q.options&optNonDirectory != 0 {
+		if q.Options&optNonDirectory != 0 {
 			return nil, 0, wire.StatusFileIsADirectory
 		}
 		if action != actionOpened {
 			return nil, 0, wire.StatusInvalidParameter
 		}
-	} else if q.options&optDirectory != 0 {
+	} else if q.Options&optDirectory != 0 {
 		return nil, 0, wire.StatusNotADirectory
 	}
 	max := maxAccess(fd0, st)
-	access, ok := grant(q.access, max)
+	access, ok := grant(q.Access, max)
 	if !ok {
 		return nil, 0, wire.StatusAccessDenied
 	}
 	if action != actionOpened && max&accWriteData == 0 {
 		return nil, 0, wire.StatusAccessDenied
 	}
-	if q.options&optDeleteOnClose != 0 && !st.isDir() && st.mode&0200 == 0 {
+	if q.Options&optDeleteOnClose != 0 && !st.isDir() && st.mode&0200 == 0 {
 		return nil, 0, wire.StatusCannotDelete
 	}
-	o := &open{conn: c, tree: r.tree, isDir: st.isDir(), access: access, share: q.share, options: q.options, fd: -1, encrypted: r.encrypted}
-	o.deleteOnClose = q.options&optDeleteOnClose != 0
+	o := &open{conn: c, tree: r.tree, isDir: st.isDir(), access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted}
+	o.deleteOnClose = q.Options&optDeleteOnClose != 0
 	flags := unix.O_RDONLY
 	switch {
 	case o.isDir:
@@ -573,7 +579,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 	if err != nil {
 		return nil, 0, ntStatus(err)
 	}
-	if status := c.srv.files.attach(o, st.key(), path, q.oplock); status != wire.StatusSuccess {
+	if status := c.srv.files.attach(o, st.key(), path, q.Oplock); status != wire.StatusSuccess {
 		unix.Close(o.fd)
 		return nil, 0, status
 	}
@@ -592,12 +598,12 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 // createNew creates path as a file or, with optDirectory, a directory.
 func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat, uint32) {
 	root := c.srv.root
-	access, _ := grant(q.access, fileAllAccess)
-	o := &open{conn: c, tree: r.tree, access: access, share: q.share, options: q.options, fd: -1, encrypted: r.encrypted}
-	o.deleteOnClose = q.options&optDeleteOnClose != 0
+	access, _ := grant(q.Access, fileAllAccess)
+	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted}
+	o.deleteOnClose = q.Options&optDeleteOnClose != 0
 	var err error
-	if q.options&optDirectory != 0 {
-		if q.disposition != fileCreate && q.disposition != fileOpenIf {
+	if q.Options&optDirectory != 0 {
+		if q.Disposition != fileCreate && q.Disposition != fileOpenIf {
 			return nil, fileStat{}, wire.StatusInvalidParameter
 		}
 		dir, base := splitPath(path)
@@ -613,7 +619,7 @@ func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat
 		o.isDir = true
 	} else {
 		o.fd, err = root.open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0666)
-		if err == nil && q.attrs&attrReadonly != 0 {
+		if err == nil && q.Attrs&attrReadonly != 0 {
 			if st, err := fstat(o.fd); err == nil {
 				unix.Fchmod(o.fd, st.mode&0777&^0222)
 			}
@@ -627,7 +633,7 @@ func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat
 	}
 	preallocate(o, q)
 	// Attributes beyond the default ones are kept for the client.
-	if a := q.attrs & attrStored &^ (attrReadonly | attrSparse); a&^attrArchive != 0 || o.isDir && a != 0 {
+	if a := q.Attrs & attrStored &^ (attrReadonly | attrSparse); a&^attrArchive != 0 || o.isDir && a != 0 {
 		if !o.isDir {
 			a |= attrArchive
 		}
@@ -638,7 +644,7 @@ func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat
 		unix.Close(o.fd)
 		return nil, fileStat{}, ntStatus(err)
 	}
-	if status := c.srv.files.attach(o, st.key(), path, q.oplock); status != wire.StatusSuccess {
+	if status := c.srv.files.attach(o, st.key(), path, q.Oplock); status != wire.StatusSuccess {
 		unix.Close(o.fd)
 		return nil, fileStat{}, status
 	}
