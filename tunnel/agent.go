@@ -308,6 +308,9 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 			a.refuseBusy(c, src, why)
 			continue
 		}
+		// Past the caps, the connection's writes are gathered (batchConn);
+		// closing it sends what waits.
+		c = newBatchConn(c)
 		if !a.track(c) {
 			if taken {
 				a.unauth.give(src)
@@ -476,11 +479,15 @@ func (a *Agent) shutdown() {
 	// The rollout stopping this agent is told to the developer who asked.
 	a.updates.drain()
 
+	// Each connection's Close sends what waits on it, for a bounded time:
+	// they are closed together.
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	for c := range a.raw {
-		c.Close()
+	conns := slices.Collect(maps.Keys(a.raw))
+	a.mu.Unlock()
+	for _, c := range conns {
+		wg.Go(func() { c.Close() })
 	}
+	wg.Wait()
 }
 
 // platformName is what the welcome says the agent runs on.

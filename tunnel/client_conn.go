@@ -139,7 +139,7 @@ func (s *Session) handshakeOnce(ctx context.Context) (conn ssh.Conn, chans <-cha
 	if err != nil {
 		return nil, nil, nil, nil, unreachable(cfg.Addr, err)
 	}
-	raw := &headConn{Conn: dialled}
+	raw := &headConn{Conn: newBatchConn(dialled)}
 	abort = context.AfterFunc(ctx, func() { raw.Close() })
 	var banner strings.Builder
 	sshConfig := &ssh.ClientConfig{

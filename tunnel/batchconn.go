@@ -1,0 +1,117 @@
+package tunnel
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// An SSH connection's writes are gathered by one sender (batchConn): the
+// ssh package writes every packet with writes of its own (a 32 KiB data
+// packet is two, and its MAC may be a third), and on a busy connection the
+// system calls, not the cipher, become the cost. Gathered, what the channels
+// wrote while the previous write was in the kernel goes out in one.
+const (
+	// batchMax is how much may wait for the sender: a writer that would
+	// take it past this waits until the sender has taken what waits.
+	batchMax = 64 << 10
+	// batchCloseWait bounds how long Close tries to send what waits.
+	batchCloseWait = time.Second
+)
+
+// batchBuffers holds the buffers of writes waiting for the sender, so that
+// an idle connection holds none.
+var batchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, batchMax); return &b }}
+
+// batchConn is a net.Conn whose writes are copied and sent by one goroutine,
+// gathered into as few writes as the kernel's pace allows. Write returns
+// once its bytes are copied; an error of the sending is returned by the
+// Writes after it. Close sends what waits, for at most batchCloseWait, then
+// closes the connection. Reads and deadlines are the connection's own.
+type batchConn struct {
+	net.Conn
+
+	mu      sync.Mutex
+	changed *sync.Cond // waiting was taken or filled, or closing or err set
+	waiting *[]byte    // written, not yet taken by the sender; nil when none
+	err     error      // the sender's write failed
+	closing bool
+	done    chan struct{} // closed when the sender returned
+	close   sync.Once
+	closed  error
+}
+
+func newBatchConn(c net.Conn) *batchConn {
+	b := &batchConn{Conn: c, done: make(chan struct{})}
+	b.changed = sync.NewCond(&b.mu)
+	go b.send()
+	return b
+}
+
+// Write copies p for the sender. It waits while what waits would grow past
+// batchMax, so a writer is held to the pace of the connection.
+func (b *batchConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.err == nil && !b.closing && b.waiting != nil && len(*b.waiting)+len(p) > batchMax {
+		b.changed.Wait()
+	}
+	switch {
+	case b.err != nil:
+		return 0, b.err
+	case b.closing:
+		return 0, net.ErrClosed
+	}
+	if b.waiting == nil {
+		b.waiting = batchBuffers.Get().(*[]byte)
+	}
+	*b.waiting = append(*b.waiting, p...)
+	b.changed.Broadcast()
+	return len(p), nil
+}
+
+// send writes what waits, all of it in one write, until the connection
+// closes or a write fails.
+func (b *batchConn) send() {
+	defer close(b.done)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		for b.waiting == nil && !b.closing {
+			b.changed.Wait()
+		}
+		if b.waiting == nil {
+			return // closing, and everything sent
+		}
+		buf := b.waiting
+		b.waiting = nil
+		b.changed.Broadcast()
+		b.mu.Unlock()
+		_, err := b.Conn.Write(*buf)
+		if cap(*buf) <= batchMax {
+			*buf = (*buf)[:0]
+			batchBuffers.Put(buf)
+		}
+		b.mu.Lock()
+		if err != nil {
+			b.err = err
+			b.changed.Broadcast()
+			return
+		}
+	}
+}
+
+// Close sends what waits, giving the peer batchCloseWait to take it, and
+// closes the connection. Later calls return what the first returned.
+func (b *batchConn) Close() error {
+	b.close.Do(func() {
+		b.mu.Lock()
+		b.closing = true
+		b.changed.Broadcast()
+		b.mu.Unlock()
+		b.Conn.SetWriteDeadline(time.Now().Add(batchCloseWait))
+		<-b.done
+		b.closed = b.Conn.Close()
+	})
+	return b.closed
+}

@@ -1,0 +1,151 @@
+package tunnel
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func TestBatchConnDeliversEveryWriteInOrder(t *testing.T) {
+	client, server := tcpPair(t)
+	b := newBatchConn(client)
+	var want bytes.Buffer
+	got := make(chan []byte, 1)
+	go func() {
+		all, _ := io.ReadAll(server)
+		got <- all
+	}()
+	// Writes from 1 byte to three times batchMax, each numbered by its
+	// bytes, so that a reordering or a lost write shows.
+	for i := range 300 {
+		p := bytes.Repeat([]byte{byte(i)}, 1+(i*7919)%(3*batchMax))
+		want.Write(p)
+		if n, err := b.Write(p); n != len(p) || err != nil {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case all := <-got:
+		if !bytes.Equal(all, want.Bytes()) {
+			t.Fatalf("the peer read %d bytes, not the %d written in order", len(all), want.Len())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the peer never saw the end of the stream")
+	}
+}
+
+func TestBatchConnCloseSendsWhatWaits(t *testing.T) {
+	// net.Pipe has no buffer: what was written waits in the batchConn
+	// until the peer reads, which it starts only after Close was called.
+	near, far := net.Pipe()
+	defer far.Close()
+	b := newBatchConn(near)
+	msg := []byte("the last message before the close")
+	if _, err := b.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	got, err := io.ReadAll(far)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("the peer read %q, want %q", got, msg)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write(msg); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a write after Close returned %v, want net.ErrClosed", err)
+	}
+}
+
+func TestBatchConnCloseGivesUpOnAPeerThatDoesNotRead(t *testing.T) {
+	near, far := net.Pipe()
+	defer far.Close()
+	b := newBatchConn(near)
+	if _, err := b.Write([]byte("never read")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(batchCloseWait + 5*time.Second):
+		t.Fatal("Close waited on a peer that does not read")
+	}
+	if took := time.Since(start); took < batchCloseWait/2 {
+		t.Fatalf("Close returned after %v without giving the peer its time", took)
+	}
+}
+
+func TestBatchConnHoldsAWriterAtBatchMax(t *testing.T) {
+	near, far := net.Pipe()
+	defer far.Close()
+	b := newBatchConn(near)
+	defer b.Close()
+	// The sender takes the first write and blocks in the pipe; the
+	// second fills what may wait; the third must wait for the peer.
+	first := []byte("first")
+	if _, err := b.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, len(first))
+	if _, err := io.ReadFull(far, head[:1]); err != nil { // the sender is in its write now
+		t.Fatal(err)
+	}
+	if _, err := b.Write(make([]byte, batchMax)); err != nil {
+		t.Fatal(err)
+	}
+	third := make(chan error, 1)
+	go func() {
+		_, err := b.Write([]byte("third"))
+		third <- err
+	}()
+	select {
+	case err := <-third:
+		t.Fatalf("a write past batchMax returned (%v) before the peer read", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := io.ReadFull(far, head[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(far, make([]byte, batchMax)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-third:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held writer never went on once the peer read")
+	}
+}
+
+func TestBatchConnWriteFailsAfterThePeerIsGone(t *testing.T) {
+	client, server := tcpPair(t)
+	b := newBatchConn(client)
+	defer b.Close()
+	server.(*net.TCPConn).SetLinger(0)
+	server.Close() // a reset
+	deadline := time.Now().Add(10 * time.Second)
+	// Once the sender's write meets the reset, the writes after it fail;
+	// until then they fill what may wait, and then wait on the sender.
+	for {
+		if _, err := b.Write(make([]byte, 1024)); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("writes to a reset connection kept succeeding")
+		}
+	}
+}
