@@ -301,8 +301,8 @@ func (w *markdown) footprint() {
 // machine, as profiling found them (testdata/bench/README.md).
 const (
 	whyCiphers = "Both tunnels encrypt and copy every byte on the same 2 cores as the laptop's program, the pod and the machine's other work. " +
-		"plug is ahead where the laptop receives (pod → laptop) and behind where the agent receives (laptop → pod): x/crypto/ssh's receiving end " +
-		"copies every packet into a new buffer and hands it through two goroutines before the channel's reader has it, and the agent, at 70–90 % of a core, is then the slower end. " +
+		"Where it falls behind differs from run to run (a direction's figure moves by up to ±30 % between runs, OpenSSH's too): x/crypto/ssh's receiving end " +
+		"copies every packet into a new buffer and hands it through two goroutines before the channel's reader has it, so the receiving end of plug is the slower one. " +
 		"On the serve side the pod also reaches OpenSSH's sshd on the node's own address, but plug's agent through a Service (translated on every packet) and a pod's veth."
 	whyRaw = "Raw TCP between two network namespaces hands 64 KiB segments from socket to socket inside the kernel; " +
 		"a tunnel adds two processes that read, encrypt or decrypt and write every byte: OpenSSH reaches the same fraction."
