@@ -3,6 +3,9 @@ package swarmapitest
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"plug/swarmapi"
 )
@@ -46,6 +49,36 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ch chan swarmapi
 	}
 }
 
+// subscribe opens an event stream that holds first the kept events from
+// since on ("seconds.nanoseconds", as the engine's query reads it; empty
+// for none). s.mu is held.
+func (s *Server) subscribe(since string) chan swarmapi.Event {
+	ch := make(chan swarmapi.Event, streamBuffer)
+	if from, ok := parseSince(since); ok {
+		for _, ev := range s.kept {
+			if ev.TimeNano >= from {
+				ch <- ev
+			}
+		}
+	}
+	s.streams = append(s.streams, ch)
+	return ch
+}
+
+// parseSince reads "seconds[.nanoseconds]" as nanoseconds since 1970.
+func parseSince(since string) (int64, bool) {
+	secs, frac, _ := strings.Cut(since, ".")
+	sec, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	nsec, err := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return sec*1e9 + nsec, true
+}
+
 func (s *Server) unsubscribe(ch chan swarmapi.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,8 +90,11 @@ func (s *Server) unsubscribe(ch chan swarmapi.Event) {
 	}
 }
 
-// publish sends ev to every open event stream. s.mu is held.
+// publish stamps ev with the time, keeps it, and sends it to every open
+// event stream. s.mu is held.
 func (s *Server) publish(ev swarmapi.Event) {
+	ev.TimeNano = time.Now().UnixNano()
+	s.kept = append(s.kept[max(0, len(s.kept)+1-streamBuffer):], ev)
 	for _, ch := range s.streams {
 		select {
 		case ch <- ev:

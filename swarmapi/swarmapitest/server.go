@@ -56,6 +56,7 @@ type Server struct {
 	version swarmapi.Version
 	swarm   swarmapi.SwarmInfo
 	streams []chan swarmapi.Event // the open event streams
+	kept    []swarmapi.Event      // the last streamBuffer events, oldest first
 
 	closed context.Context // ends with Close
 	close  context.CancelFunc
@@ -188,9 +189,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	req.Name = s.engine.nameOf(rt, body)
 	var stream chan swarmapi.Event
 	if rt.op == "events" {
-		// From the moment the request is known, the stream sees every event.
-		stream = make(chan swarmapi.Event, streamBuffer)
-		s.streams = append(s.streams, stream)
+		// From the moment the request is known, the stream sees every
+		// event, after those kept from its since on.
+		stream = s.subscribe(r.URL.Query().Get("since"))
 		defer s.unsubscribe(stream)
 	}
 	s.mu.Unlock()

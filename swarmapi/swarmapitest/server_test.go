@@ -232,7 +232,7 @@ func TestEventsAndOutages(t *testing.T) {
 	following := make(chan struct{})
 	s.Inject(swarmapitest.Fault{Match: swarmapitest.On("events", ""), Times: 1, Before: func(swarmapitest.Request) { close(following) }})
 	go func() {
-		ended <- c.Events(bg, map[string][]string{"type": {"service"}}, func(e swarmapi.Event) { events <- e })
+		ended <- c.Events(bg, time.Time{}, map[string][]string{"type": {"service"}}, func(e swarmapi.Event) { events <- e })
 	}()
 	<-following // the stream sees every event from now on
 	spec := webSpec(1)
@@ -265,6 +265,44 @@ func TestEventsAndOutages(t *testing.T) {
 	s.SetDown(false)
 	if _, err := c.Services(bg, nil); err != nil {
 		t.Errorf("after the outage: %v", err)
+	}
+}
+
+// A stream from a moment begins with the events kept from then on.
+func TestEventsSince(t *testing.T) {
+	_, c := newServer(t)
+	beforeCreate := time.Now()
+	spec := webSpec(1)
+	spec.TaskTemplate.Networks = nil
+	id, err := c.CreateService(bg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterCreate := time.Now()
+	if err := c.RemoveService(bg, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		since time.Time
+		first string
+	}{{beforeCreate, "create"}, {afterCreate, "remove"}} {
+		ctx, cancel := context.WithCancel(bg)
+		first := make(chan swarmapi.Event, 1)
+		go c.Events(ctx, tc.since, nil, func(e swarmapi.Event) {
+			select {
+			case first <- e:
+			default:
+			}
+		})
+		select {
+		case e := <-first:
+			if e.Action != tc.first || e.Actor.ID != id {
+				t.Errorf("since %s: the first event is %s of %s, want %s of %s", tc.since, e.Action, e.Actor.ID, tc.first, id)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("since %s: no event within 5 s", tc.since)
+		}
+		cancel()
 	}
 }
 

@@ -28,6 +28,7 @@ const namesResync = 30 * time.Second
 // reach (see Names), at once and again after every change of a service,
 // which the engine's event stream announces, until ctx ends.
 func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterName)) error {
+	since := time.Now() // the events from here on are followed: none is missed
 	last, err := p.Names(ctx)
 	if err != nil {
 		var e *swarmapi.Error
@@ -47,10 +48,11 @@ func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterN
 	}
 	go func() {
 		for ctx.Err() == nil {
-			err := p.opts.Client.Events(ctx, map[string][]string{"type": {"service"}}, func(swarmapi.Event) { kick() })
+			err := p.opts.Client.Events(ctx, since, map[string][]string{"type": {"service"}}, func(swarmapi.Event) { kick() })
 			if ctx.Err() != nil {
 				return
 			}
+			since = time.Now()
 			p.opts.Logf("following service events: %v; names are listed every %s meanwhile", err, namesResync)
 			select {
 			case <-ctx.Done():

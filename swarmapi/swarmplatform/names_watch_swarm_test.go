@@ -47,10 +47,10 @@ func TestWatchNamesFollowsServices(t *testing.T) {
 	}
 }
 
-// waitNames waits up to 2 s for a set of names that ok accepts.
+// waitNames waits up to 5 s for a set of names that ok accepts.
 func waitNames(t *testing.T, sets chan []tunnel.ClusterName, ok func([]tunnel.ClusterName) bool) {
 	t.Helper()
-	deadline := time.After(2 * time.Second)
+	deadline := time.After(5 * time.Second)
 	for {
 		select {
 		case names := <-sets:
@@ -58,7 +58,7 @@ func waitNames(t *testing.T, sets chan []tunnel.ClusterName, ok func([]tunnel.Cl
 				return
 			}
 		case <-deadline:
-			t.Fatal("the names did not change within 2 s")
+			t.Fatal("the names did not change within 5 s")
 		}
 	}
 }

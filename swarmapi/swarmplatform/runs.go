@@ -176,13 +176,15 @@ func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run 
 // followConfigs signals changed at each event of the swarm's configs,
 // until ctx ends.
 func (p *Platform) followConfigs(ctx context.Context, changed chan<- struct{}) {
+	since := time.Now()
 	for ctx.Err() == nil {
-		p.opts.Client.Events(ctx, map[string][]string{"type": {"config"}}, func(swarmapi.Event) {
+		p.opts.Client.Events(ctx, since, map[string][]string{"type": {"config"}}, func(swarmapi.Event) {
 			select {
 			case changed <- struct{}{}:
 			default:
 			}
 		})
+		since = time.Now()
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
