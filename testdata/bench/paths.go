@@ -21,8 +21,8 @@ type path struct {
 	udp   bool   // a UDP echo, measured by benchtool udp (else benchtool suite)
 }
 
-// paths measures every path: throughput and concurrency one path after
-// the other, then latency and setup in turns.
+// paths measures every path: concurrency one path after the other, then
+// throughput, latency and setup in turns.
 //
 //	raw            laptop → pod IP; pod → laptop IP: no tunnel
 //	openssh        ssh -L / -R through an OpenSSH sshd on the node's address
@@ -65,31 +65,8 @@ func (d *driver) paths() error {
 		{"serve/openssh-agent", "benchssh:" + clusterPort, "pod", false},
 		{"serve/plug", "benchup:" + clusterPort, "pod", false},
 	}
-	for _, p := range all {
-		bytes := d.bytes
-		if d.parallel && strings.HasSuffix(p.name, "/openssh-agent") {
-			bytes = 0 // a slow extra baseline: its time goes to the others
-		}
-		d.logf("path %s: throughput, concurrency", p.name)
-		out, err := d.runSuite(p, "-bytes", strconv.FormatInt(bytes, 10), "-rr", "0", "-connects", "0", "-concurrent", strconv.Itoa(d.concurrent))
-		if err != nil {
-			d.fail(p.name, err)
-			continue
-		}
-		up, down := "l2p_mbps", "p2l_mbps"
-		if p.where == "pod" {
-			up, down = down, up
-		}
-		for metric, values := range out {
-			switch metric {
-			case "up_mbps":
-				metric = up
-			case "down_mbps":
-				metric = down
-			}
-			d.row(p.name, metric, values[0])
-		}
-	}
+	failed := d.concurrency(all)
+	d.throughput(all, failed)
 	for _, p := range udp {
 		d.logf("path %s: throughput", p.name)
 		out, err := d.runSuite(p, "-rr", "0", "-for", d.udpFor.String())
@@ -200,6 +177,69 @@ func (d *driver) startPaths() ([]*background, error) {
 		}
 	}
 	return procs, nil
+}
+
+// concurrency measures how many connections each path holds open at once,
+// one path after the other, and returns the paths that failed.
+func (d *driver) concurrency(all []path) map[string]bool {
+	failed := map[string]bool{}
+	for _, p := range all {
+		d.logf("path %s: concurrency", p.name)
+		out, err := d.runSuite(p, "-bytes", "0", "-rr", "0", "-connects", "0", "-concurrent", strconv.Itoa(d.concurrent))
+		if err != nil {
+			failed[p.name] = true
+			d.fail(p.name, err)
+			continue
+		}
+		for metric, values := range out {
+			d.row(p.name, metric, values[0])
+		}
+	}
+	return failed
+}
+
+// throughputRounds is how many turns the paths take at throughput, each
+// with a third of -bytes each way: a path's figure is the median of its
+// turns, so that a moment of the machine's other work does not decide it.
+const throughputRounds = 3
+
+// throughput measures one connection's transfer each way on every path
+// but those failed, in turns, and writes the median of a path's turns.
+// With -parallel, OpenSSH → agent is left out.
+func (d *driver) throughput(all []path, failed map[string]bool) {
+	rates := map[string][]float64{} // by path and metric
+	for round := range throughputRounds {
+		d.logf("throughput, round %d of %d", round+1, throughputRounds)
+		for _, p := range all {
+			if failed[p.name] || d.parallel && strings.HasSuffix(p.name, "/openssh-agent") {
+				continue
+			}
+			out, err := d.runSuite(p, "-bytes", strconv.FormatInt(d.bytes/throughputRounds, 10), "-rr", "0", "-connects", "0")
+			if err != nil {
+				failed[p.name] = true
+				d.fail(p.name+" throughput", err)
+				continue
+			}
+			up, down := "l2p_mbps", "p2l_mbps"
+			if p.where == "pod" {
+				up, down = down, up
+			}
+			for metric, name := range map[string]string{"up_mbps": up, "down_mbps": down} {
+				for _, v := range out[metric] {
+					if f, err := strconv.ParseFloat(v, 64); err == nil {
+						rates[p.name+" "+name] = append(rates[p.name+" "+name], f)
+					}
+				}
+			}
+		}
+	}
+	for _, p := range all {
+		for _, metric := range []string{"l2p_mbps", "p2l_mbps"} {
+			if !failed[p.name] && len(rates[p.name+" "+metric]) == throughputRounds {
+				d.rowf(p.name, metric, median(rates[p.name+" "+metric]))
+			}
+		}
+	}
 }
 
 // latencyRounds is how many turns the paths take at the latency

@@ -17,6 +17,20 @@ func percentile(samples []time.Duration, p float64) time.Duration {
 	return samples[rank]
 }
 
+// median returns the middle value of values (the mean of the middle two
+// of an even number; 0 of none); values is sorted in place.
+func median(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	slices.Sort(values)
+	n := len(values)
+	if n%2 == 1 {
+		return values[n/2]
+	}
+	return (values[n/2-1] + values[n/2]) / 2
+}
+
 // micros is d in microseconds.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
