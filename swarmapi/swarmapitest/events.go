@@ -14,11 +14,12 @@ import (
 // does not read them; more are dropped for that client.
 const streamBuffer = 256
 
-// events streams the events published to ch (since the request came)
-// that match the request's filters (their "type" only: service events are
-// the ones the engine emits here), until the client goes, the engine
-// closes, or an outage cuts it.
-func (s *Server) events(w http.ResponseWriter, r *http.Request, ch chan swarmapi.Event) {
+// events streams the events that match the request's filters (their
+// "type" only: service events are the ones the engine emits here), until
+// the client goes, the engine closes, or an outage cuts it. As dockerd, it
+// answers first and only then follows the events, beginning with those
+// kept from the request's since on.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	f, aerr := parseFilters(r.URL.Query().Get("filters"))
 	if aerr != nil {
 		writeError(w, aerr)
@@ -28,6 +29,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ch chan swarmapi
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.(http.Flusher).Flush()
+	s.mu.Lock()
+	ch := s.subscribe(r.URL.Query().Get("since"))
+	s.mu.Unlock()
+	defer s.unsubscribe(ch)
 	enc := json.NewEncoder(w)
 	for {
 		select {

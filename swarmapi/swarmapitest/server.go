@@ -116,9 +116,10 @@ func (s *Server) Close() {
 func (s *Server) Client() *swarmapi.Client { return swarmapi.NewClient(s.Socket) }
 
 // Requests returns every request the engine has received, oldest first,
-// answered or not. An event stream sees every event from the moment its
-// request is received: once a test sees the request here, or in a Fault's
-// Before, the stream misses nothing that follows.
+// answered or not. As dockerd's, an event stream follows the events only
+// once the engine has answered it: what happens while its request is on
+// its way (as in a Fault's Before) reaches it only if it asked for the
+// events since a moment before.
 func (s *Server) Requests() []Request { return s.faults.Requests() }
 
 // Fault changes how the engine answers some requests (see faults.Fault): a
@@ -187,13 +188,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Op: rt.op, ID: rt.id, Body: body}
 	s.mu.Lock()
 	req.Name = s.engine.nameOf(rt, body)
-	var stream chan swarmapi.Event
-	if rt.op == "events" {
-		// From the moment the request is known, the stream sees every
-		// event, after those kept from its since on.
-		stream = s.subscribe(r.URL.Query().Get("since"))
-		defer s.unsubscribe(stream)
-	}
 	s.mu.Unlock()
 	drop, code := s.faults.Admit(req)
 	if drop {
@@ -203,8 +197,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(code, "injected by the test: %s answered %d %s", req, code, http.StatusText(code)))
 		return
 	}
-	if stream != nil {
-		s.events(w, r, stream)
+	if rt.op == "events" {
+		s.events(w, r)
 		return
 	}
 	out, status, aerr := s.answer(rt, r, body)

@@ -231,10 +231,11 @@ func TestEventsAndOutages(t *testing.T) {
 	ended := make(chan error, 1)
 	following := make(chan struct{})
 	s.Inject(swarmapitest.Fault{Match: swarmapitest.On("events", ""), Times: 1, Before: func(swarmapitest.Request) { close(following) }})
+	since := time.Now()
 	go func() {
-		ended <- c.Events(bg, time.Time{}, map[string][]string{"type": {"service"}}, func(e swarmapi.Event) { events <- e })
+		ended <- c.Events(bg, since, map[string][]string{"type": {"service"}}, func(e swarmapi.Event) { events <- e })
 	}()
-	<-following // the stream sees every event from now on
+	<-following // the stream will see every event from now on, as it asked for those since
 	spec := webSpec(1)
 	spec.TaskTemplate.Networks = nil
 	if _, err := c.CreateService(bg, spec); err != nil {

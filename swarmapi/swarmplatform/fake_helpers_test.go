@@ -80,6 +80,12 @@ func (f *fakeSwarm) create(t *testing.T, spec swarmapi.ServiceSpec) string {
 // returns its ID and its spec as stored.
 func (f *fakeSwarm) deploy(t *testing.T, name string, replicas uint64, aliases ...string) (string, swarmapi.RawSpec) {
 	t.Helper()
+	id := f.create(t, f.serviceSpec(name, replicas, aliases...))
+	return id, f.rawSpec(t, id)
+}
+
+// serviceSpec is the spec deploy creates.
+func (f *fakeSwarm) serviceSpec(name string, replicas uint64, aliases ...string) swarmapi.ServiceSpec {
 	spec := swarmapi.ServiceSpec{
 		Name:   name,
 		Labels: map[string]string{"team": "a"},
@@ -93,8 +99,7 @@ func (f *fakeSwarm) deploy(t *testing.T, name string, replicas uint64, aliases .
 		spec.Mode = swarmapi.ServiceMode{Global: &struct{}{}}
 		spec.TaskTemplate.Placement = &swarmapi.Placement{Constraints: []string{"node.role==manager"}}
 	}
-	id := f.create(t, spec)
-	return id, f.rawSpec(t, id)
+	return spec
 }
 
 // rawSpec is service id's spec as the engine sends it.

@@ -60,14 +60,21 @@ func TestNamesTakePortsFromTheLabelTheSpecAndTheImage(t *testing.T) {
 }
 
 // WatchNames publishes the names on the agent's networks at once and after
-// every service event, never the agent's own service; on a node that is no
-// manager it returns at once.
+// every service event, never the agent's own service, also of a service
+// created while its event stream was opening (which dockerd's stream does
+// not follow yet); on a node that is no manager it returns at once.
 func TestWatchNamesFollowsTheServiceEvents(t *testing.T) {
 	f := newFakeSwarm(t)
 	p := f.agent(t, "plug_agent", nil)
 	f.deploy(t, "web", 1, "www")
-	following := make(chan struct{})
-	f.Inject(swarmapitest.Fault{Match: swarmapitest.On("events", ""), Times: 1, Before: func(swarmapitest.Request) { close(following) }})
+	api := f.serviceSpec("api", 1)
+	created := make(chan error, 1)
+	var id string
+	f.Inject(swarmapitest.Fault{Match: swarmapitest.On("events", ""), Times: 1, Before: func(swarmapitest.Request) {
+		var err error
+		id, err = f.c.CreateService(bg, api)
+		created <- err
+	}})
 	w := tunneltest.WatchNames(t, p)
 	next := func(want ...string) {
 		t.Helper()
@@ -77,11 +84,13 @@ func TestWatchNamesFollowsTheServiceEvents(t *testing.T) {
 	}
 	next("web [8080]")
 	select {
-	case <-following:
+	case err := <-created:
+		if err != nil {
+			t.Fatal(err)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("WatchNames does not follow the engine's events")
 	}
-	id, _ := f.deploy(t, "api", 1)
 	next("api [8080]", "web [8080]")
 	if err := f.c.RemoveService(bg, id); err != nil {
 		t.Fatal(err)
