@@ -121,7 +121,7 @@ func (p *Platform) UpdateMembers(ctx context.Context, change func(*tunnel.Member
 // swarm's configs, until ctx ends.
 func (p *Platform) WatchMembers(ctx context.Context, update func(tunnel.MemberList)) error {
 	changed := make(chan struct{}, 1)
-	go p.followConfigs(ctx, changed)
+	go p.followConfigs(ctx, time.Now(), changed) // from before the first listing: no change is missed
 	seen := ^uint64(0)
 	for {
 		v, err := p.currentMembers(ctx)

@@ -146,7 +146,7 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 // agent marked ended, once.
 func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run string, end tunnel.RunEnd)) error {
 	changed := make(chan struct{}, 1)
-	go p.followConfigs(ctx, changed)
+	go p.followConfigs(ctx, time.Now(), changed) // from before the first listing: no change is missed
 	told := map[string]bool{}
 	for {
 		cfgs, err := p.runConfigs(ctx, labelRecordAgnt+"="+tunnel.RecordDigest(agent))
@@ -173,10 +173,9 @@ func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run 
 	}
 }
 
-// followConfigs signals changed at each event of the swarm's configs,
-// until ctx ends.
-func (p *Platform) followConfigs(ctx context.Context, changed chan<- struct{}) {
-	since := time.Now()
+// followConfigs signals changed at each event of the swarm's configs from
+// since on, until ctx ends.
+func (p *Platform) followConfigs(ctx context.Context, since time.Time, changed chan<- struct{}) {
 	for ctx.Err() == nil {
 		p.opts.Client.Events(ctx, since, map[string][]string{"type": {"config"}}, func(swarmapi.Event) {
 			select {
