@@ -40,27 +40,12 @@ func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterN
 	update(last)
 
 	changed := make(chan struct{}, 1)
-	kick := func() {
+	go p.followEvents(ctx, since, "service", namesResync, "names are listed every "+namesResync.String(), func(swarmapi.Event) {
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
-	}
-	go func() {
-		for ctx.Err() == nil {
-			err := p.opts.Client.Events(ctx, since, map[string][]string{"type": {"service"}}, func(swarmapi.Event) { kick() })
-			if ctx.Err() != nil {
-				return
-			}
-			since = time.Now()
-			p.opts.Logf("following service events: %v; names are listed every %s meanwhile", err, namesResync)
-			select {
-			case <-ctx.Done():
-			case <-time.After(namesResync):
-				kick()
-			}
-		}
-	}()
+	})
 	resync := time.NewTicker(namesResync)
 	defer resync.Stop()
 	for {

@@ -55,34 +55,21 @@ func (p *Platform) LookupHost(ctx context.Context, host string) ([]string, error
 // change of a service behind a name held here proves its path again, and
 // a parked service that runs again is told to the run at once.
 func (p *Platform) followPaths(ctx context.Context) {
-	since := time.Now()
-	for {
-		err := p.opts.Client.Events(ctx, since, map[string][]string{"type": {"service"}}, func(e swarmapi.Event) {
-			for name, h := range p.holdings() {
-				if e.Actor.ID != h.parked && e.Actor.ID != h.relayID && e.Actor.Attributes["name"] != name {
-					continue
-				}
-				for _, b := range h.bindings {
-					if b.Notify != nil {
-						b.Notify(tunnel.Event{Name: name, Kind: tunnel.EventPathChanged})
-					}
-				}
-				if e.Actor.ID == h.parked {
-					go p.warnIfUnparked(ctx, name, h)
+	p.followEvents(ctx, time.Now(), "service", eventsRetry, "the paths of served names are checked every 30s", func(e swarmapi.Event) {
+		for name, h := range p.holdings() {
+			if e.Actor.ID != h.parked && e.Actor.ID != h.relayID && e.Actor.Attributes["name"] != name {
+				continue
+			}
+			for _, b := range h.bindings {
+				if b.Notify != nil {
+					b.Notify(tunnel.Event{Name: name, Kind: tunnel.EventPathChanged})
 				}
 			}
-		})
-		if ctx.Err() != nil {
-			return
+			if e.Actor.ID == h.parked {
+				go p.warnIfUnparked(ctx, name, h)
+			}
 		}
-		since = time.Now() // what changes while the stream is broken is told when it is back
-		p.opts.Logf("following the engine's service events: %v; the paths of served names are checked every 30s meanwhile", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(eventsRetry):
-		}
-	}
+	})
 }
 
 // warnIfUnparked tells h's run, once, when the service parked for name

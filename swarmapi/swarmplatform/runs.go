@@ -176,19 +176,12 @@ func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run 
 // followConfigs signals changed at each event of the swarm's configs from
 // since on, until ctx ends.
 func (p *Platform) followConfigs(ctx context.Context, since time.Time, changed chan<- struct{}) {
-	for ctx.Err() == nil {
-		p.opts.Client.Events(ctx, since, map[string][]string{"type": {"config"}}, func(swarmapi.Event) {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		})
-		since = time.Now()
+	p.followEvents(ctx, since, "config", time.Second, "", func(swarmapi.Event) {
 		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case changed <- struct{}{}:
+		default:
 		}
-	}
+	})
 }
 
 // tendRecords renews the heartbeat of this agent's records every
