@@ -207,7 +207,8 @@ const throughputRounds = 3
 // but those failed, in turns, and writes the median of a path's turns.
 // With -parallel, OpenSSH → agent is left out.
 func (d *driver) throughput(all []path, failed map[string]bool) {
-	rates := map[string][]float64{} // by path and metric
+	type pathMetric struct{ path, metric string }
+	rates := map[pathMetric][]float64{}
 	for round := range throughputRounds {
 		d.logf("throughput, round %d of %d", round+1, throughputRounds)
 		for _, p := range all {
@@ -227,7 +228,8 @@ func (d *driver) throughput(all []path, failed map[string]bool) {
 			for metric, name := range map[string]string{"up_mbps": up, "down_mbps": down} {
 				for _, v := range out[metric] {
 					if f, err := strconv.ParseFloat(v, 64); err == nil {
-						rates[p.name+" "+name] = append(rates[p.name+" "+name], f)
+						k := pathMetric{p.name, name}
+						rates[k] = append(rates[k], f)
 					}
 				}
 			}
@@ -235,8 +237,8 @@ func (d *driver) throughput(all []path, failed map[string]bool) {
 	}
 	for _, p := range all {
 		for _, metric := range []string{"l2p_mbps", "p2l_mbps"} {
-			if !failed[p.name] && len(rates[p.name+" "+metric]) == throughputRounds {
-				d.rowf(p.name, metric, median(rates[p.name+" "+metric]))
+			if r := rates[pathMetric{p.name, metric}]; !failed[p.name] && len(r) == throughputRounds {
+				d.rowf(p.name, metric, median(r))
 			}
 		}
 	}
