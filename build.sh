@@ -12,7 +12,10 @@
 #   ./build.sh test         the whole test suite on a real local Kubernetes and
 #                           Docker Swarm: installs what is missing (the SMB
 #                           clients: testdata/smb/deps.sh), starts both,
-#                           runs every test, tears both down (run as root)
+#                           runs every test, tears both down (run as root);
+#                           PLUG_TEST_LOAD=N runs N busy CPU workers beside
+#                           it all, so that a test that passes only on a
+#                           quiet machine fails here first
 #   ./build.sh demo         plug doing its job on the local Kubernetes, narrated
 #                           (run as root)
 #   ./build.sh bench [--quick] [--no-build]
@@ -102,12 +105,40 @@ clusters_down() {
 	return $rc
 }
 
+# load_start starts PLUG_TEST_LOAD busy workers (none by default): shells
+# that spin at the tests' own priority until load_stop, taking that many
+# CPUs from everything the tests start.
+load_start() {
+	LOAD_PIDS=
+	n=${PLUG_TEST_LOAD:-0}
+	case $n in
+	'' | *[!0-9]*)
+		echo "build.sh: PLUG_TEST_LOAD must be a number of busy CPU workers, such as 2, not '$n'" >&2
+		exit 2
+		;;
+	esac
+	i=0
+	while [ "$i" -lt "$n" ]; do
+		sh -c 'while :; do :; done' &
+		LOAD_PIDS="$LOAD_PIDS $!"
+		i=$((i + 1))
+	done
+	[ "$n" -eq 0 ] || echo "build.sh: $n busy CPU workers run beside the tests (PLUG_TEST_LOAD)" >&2
+}
+
+load_stop() {
+	# shellcheck disable=SC2086 # the pids are words
+	[ -z "$LOAD_PIDS" ] || kill $LOAD_PIDS 2>/dev/null || true
+}
+
 test_all() {
+	load_start
+	trap 'load_stop' EXIT
 	testdata/smb/deps.sh
 	image
 	testdata/cluster/up.sh
 	testdata/swarm/up.sh
-	trap 'clusters_down || exit 1' EXIT
+	trap 'load_stop; clusters_down || exit 1' EXIT
 	vet
 	go test -count=1 -timeout 30m ./...
 	for m in testdata/workload testdata/cluster testdata/swarm testdata/bench; do

@@ -157,7 +157,7 @@ func (r *running) wait(t *testing.T) int {
 	select {
 	case <-r.exited:
 		return r.code
-	case <-time.After(20 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatalf("plug did not exit; stderr:\n%s", r.stderr)
 		return 0
 	}
@@ -203,14 +203,14 @@ func TestRunServesReconnectsAndGivesBack(t *testing.T) {
 	r := w.start(t, helperEnv(local, 7), "-p", "test", "-s", fmt.Sprintf("web:80:%d", local), "--", os.Args[0])
 
 	reached := func() bool { line, err := w.greeting("web:80"); return err == nil && line == "hello from the laptop" }
-	clustertest.Until(t, 15*time.Second, "a pod to reach the local process as web:80", reached)
+	clustertest.Until(t, clustertest.Settle, "a pod to reach the local process as web:80", reached)
 	if want := fmt.Sprintf("plug: web:80 → localhost:%d (web is new in the cluster)", local); !strings.Contains(r.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 	}
 
 	w.proxy.Cut()
-	clustertest.Until(t, 15*time.Second, "plug to reconnect", func() bool { return strings.Contains(r.stderr.String(), "reconnected") })
-	clustertest.Until(t, 15*time.Second, "web:80 to reach the local process again", reached)
+	clustertest.Until(t, clustertest.Settle, "plug to reconnect", func() bool { return strings.Contains(r.stderr.String(), "reconnected") })
+	clustertest.Until(t, clustertest.Settle, "web:80 to reach the local process again", reached)
 	if n := w.platform.Count("serve", "web"); n != 1 {
 		t.Errorf("the platform served web %d times; the run should have kept it across the reconnect", n)
 	}
@@ -259,11 +259,11 @@ func TestRunSecondInterruptForces(t *testing.T) {
 	w := newWorld(t)
 	local := freePort(t)
 	r := w.start(t, append(helperEnv(local, 7), "PLUG_TEST_IGNORE_INT=1"), "-p", "test", "-s", fmt.Sprintf("web:80:%d", local), "--", os.Args[0])
-	clustertest.Until(t, 15*time.Second, "web:80 to be served", func() bool { _, err := w.greeting("web:80"); return err == nil })
+	clustertest.Until(t, clustertest.Settle, "web:80 to be served", func() bool { _, err := w.greeting("web:80"); return err == nil })
 	r.cmd.Process.Signal(os.Interrupt)
 	// Two signals sent at once may arrive as one: send the second once CMD
 	// has the first.
-	clustertest.Until(t, 5*time.Second, "CMD to get the first interrupt", func() bool {
+	clustertest.Until(t, clustertest.Settle, "CMD to get the first interrupt", func() bool {
 		return strings.Contains(r.stderr.String(), "helper: ignoring SIGINT")
 	})
 	select {
@@ -275,7 +275,7 @@ func TestRunSecondInterruptForces(t *testing.T) {
 	if code := r.wait(t); code != 128+int(syscall.SIGINT) {
 		t.Errorf("exit %d after a second interrupt, want %d", code, 128+int(syscall.SIGINT))
 	}
-	clustertest.Until(t, 5*time.Second, "the helper to be gone", func() bool { _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local)); return err != nil })
+	clustertest.Until(t, clustertest.Settle, "the helper to be gone", func() bool { _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local)); return err != nil })
 }
 
 // TestRunEndedByAgent: the agent ends the run; plug says why, stops CMD as
@@ -285,7 +285,7 @@ func TestRunEndedByAgent(t *testing.T) {
 	local := freePort(t)
 	r := w.start(t, helperEnv(local, 0), "-p", "test", "-s", fmt.Sprintf("web:80:%d", local), "--", os.Args[0])
 	var held tunnel.Binding
-	clustertest.Until(t, 15*time.Second, "web to be served", func() bool {
+	clustertest.Until(t, clustertest.Settle, "web to be served", func() bool {
 		var ok bool
 		held, ok = w.platform.Held("web")
 		return ok

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"plug/tunnel/clustertest"
 )
 
 // serverClient returns a Client for an httptest server answering with h.
@@ -220,7 +222,7 @@ func TestFollowResumesAndRelistsOnGone(t *testing.T) {
 		select {
 		case rv := <-ws.watches:
 			rvs = append(rvs, rv)
-		case <-time.After(5 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Fatalf("watches started so far from %v; want 4", rvs)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"plug/smb/internal/sign"
 	"plug/smb/internal/wire"
+	"plug/tunnel/clustertest"
 )
 
 func FuzzParseCreate(f *testing.F) {
@@ -94,7 +95,7 @@ func serveStream(t *testing.T, s *Server, stream []byte, setup func(*conn)) {
 	client.Close()
 	select {
 	case <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatalf("the connection did not end after its client left")
 	}
 }

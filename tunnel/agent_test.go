@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -39,7 +40,7 @@ func TestGarbageOnTheControlChannelClosesTheConnection(t *testing.T) {
 		go func() { c.Wait(); close(closed) }()
 		select {
 		case <-closed:
-		case <-time.After(5 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Errorf("the connection stayed open after %q", garbage)
 			c.Close()
 		}

@@ -57,7 +57,7 @@ func TestAgentUpdateIsForOverseersAndAudited(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "only a key that oversees this agent moves its image") {
 		t.Fatalf("a key that does not oversee the agent: %v", err)
 	}
-	refused := audit.Await(t, 5*time.Second, "agent.update_refused", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditAgentUpdateRefused })
+	refused := audit.Await(t, clustertest.Settle, "agent.update_refused", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditAgentUpdateRefused })
 	if refused.Key != keys.Fingerprint(dev.PublicKey()) || refused.Image != "plug:2" {
 		t.Errorf("agent.update_refused: %+v", refused)
 	}
@@ -77,8 +77,8 @@ func TestAgentUpdateIsForOverseersAndAudited(t *testing.T) {
 	if len(got) != 1 || got[0].Image != "plug:2" || got[0].Wait != 30*time.Second || !strings.HasPrefix(got[0].By, "admin (SHA256:") {
 		t.Errorf("the platform was asked %+v", got)
 	}
-	asked := audit.Await(t, 5*time.Second, "agent.update", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditAgentUpdate })
-	done := audit.Await(t, 5*time.Second, "agent.updated", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditAgentUpdated })
+	asked := audit.Await(t, clustertest.Settle, "agent.update", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditAgentUpdate })
+	done := audit.Await(t, clustertest.Settle, "agent.updated", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditAgentUpdated })
 	if asked.Image != "plug:2" || asked.Key != keys.Fingerprint(admin.PublicKey()) || done.Image != "plug:2" || done.Previous != "plug:1" {
 		t.Errorf("audit: %+v, %+v", asked, done)
 	}
@@ -114,7 +114,7 @@ func TestAgentStoppedDuringItsMoveAnswersFirst(t *testing.T) {
 		stop()
 		close(stopped)
 	}()
-	clustertest.Until(t, 5*time.Second, "the stopping agent to take no more connections", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the stopping agent to take no more connections", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()

@@ -10,6 +10,7 @@ import (
 
 	"plug/keys"
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -33,12 +34,12 @@ func TestAuditTrailOfARun(t *testing.T) {
 	}
 	s.Close()
 
-	opened := audit.Await(t, 5*time.Second, "run.opened", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunOpened })
+	opened := audit.Await(t, clustertest.Settle, "run.opened", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunOpened })
 	if opened.Run != "run-1" || opened.User != "dev" || opened.Key != fp || opened.Comment != "alice@laptop" ||
 		opened.Version != "v9.9.9" || opened.Kind != tunnel.KindServes || !strings.HasPrefix(opened.From, "127.0.0.1:") || opened.Agent != "agent-0" {
 		t.Errorf("run.opened: %+v", opened)
 	}
-	ended := audit.Await(t, 5*time.Second, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded })
+	ended := audit.Await(t, clustertest.Settle, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded })
 	if ended.How != tunnel.EndGoodbye || ended.Seconds == nil || !slices.Equal(ended.Names, []string{"brandnew:8080", "checkout:80"}) {
 		t.Errorf("run.ended: %+v", ended)
 	}
@@ -48,7 +49,7 @@ func TestAuditTrailOfARun(t *testing.T) {
 		{tunnel.AuditNameBack, "checkout", tunnel.ModeParked},
 		{tunnel.AuditNameBack, "brandnew", tunnel.ModeAdded},
 	} {
-		e := audit.Await(t, 5*time.Second, want.event+" "+want.name, func(e tunnel.AuditEvent) bool { return e.Event == want.event && e.Name == want.name })
+		e := audit.Await(t, clustertest.Settle, want.event+" "+want.name, func(e tunnel.AuditEvent) bool { return e.Event == want.event && e.Name == want.name })
 		if e.Mode != want.mode || e.Run != "run-1" || e.Key != fp {
 			t.Errorf("%s %s: %+v", want.event, want.name, e)
 		}
@@ -65,11 +66,11 @@ func TestAuditTrailOfRunsEndedAndDropped(t *testing.T) {
 	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) { a.Audit = audit.Sink; agent = a })
 	signer, _ := newKey(t)
 	connect(t, addr, hostKey, signer, tunnel.RunInfo{ID: "ended-1"})
-	audit.Await(t, 5*time.Second, "run.opened", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunOpened && e.Run == "ended-1" })
+	audit.Await(t, clustertest.Settle, "run.opened", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunOpened && e.Run == "ended-1" })
 	if err := agent.EndRun("ended-1", "bob (SHA256:x)", "lunch\x1b[2J"); err != nil {
 		t.Fatal(err)
 	}
-	e := audit.Await(t, 5*time.Second, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Run == "ended-1" })
+	e := audit.Await(t, clustertest.Settle, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Run == "ended-1" })
 	if e.How != tunnel.EndEnded || e.By != "bob (SHA256:x)" {
 		t.Errorf("run ended by somebody: %+v", e)
 	}
@@ -86,9 +87,9 @@ func TestAuditTrailOfRunsEndedAndDropped(t *testing.T) {
 
 	proxy := tunneltest.NewProxy(t, addr)
 	connect(t, proxy.Addr(), hostKey, signer, tunnel.RunInfo{ID: "dropped-1"}, func(c *tunnel.ClientConfig) { c.KeepAlive = time.Hour })
-	audit.Await(t, 5*time.Second, "run.opened", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunOpened && e.Run == "dropped-1" })
+	audit.Await(t, clustertest.Settle, "run.opened", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunOpened && e.Run == "dropped-1" })
 	proxy.Close()
-	e = audit.Await(t, 5*time.Second, "run.ended dropped", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Run == "dropped-1" })
+	e = audit.Await(t, clustertest.Settle, "run.ended dropped", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Run == "dropped-1" })
 	if e.How != tunnel.EndDropped || e.By != "" {
 		t.Errorf("a dropped run: %+v", e)
 	}

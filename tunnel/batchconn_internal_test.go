@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"plug/tunnel/clustertest"
 )
 
 func TestBatchConnDeliversEveryWriteInOrder(t *testing.T) {
@@ -35,7 +37,7 @@ func TestBatchConnDeliversEveryWriteInOrder(t *testing.T) {
 		if !bytes.Equal(all, want.Bytes()) {
 			t.Fatalf("the peer read %d bytes, not the %d written in order", len(all), want.Len())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the peer never saw the end of the stream")
 	}
 }
@@ -126,7 +128,7 @@ func TestBatchConnHoldsAWriterAtBatchMax(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the held writer never went on once the peer read")
 	}
 }

@@ -103,8 +103,10 @@ func TestCarryRefusesAtOnce(t *testing.T) {
 	if !errors.As(err, &dialErr) {
 		t.Fatalf("Carry to a name without endpoints: %v, want a *tunnel.DialError", err)
 	}
+	// README: "refused at once ... within milliseconds"; the platform
+	// refuses at once, so the time is all the agent's and the client's.
 	if took := time.Since(start); took > time.Second {
-		t.Fatalf("the refusal took %s", took)
+		t.Fatalf("plug's refusal took %s", took)
 	}
 	t.Logf("refused in %s: %v", time.Since(start), err)
 }

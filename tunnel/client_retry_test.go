@@ -61,7 +61,7 @@ func TestABurstOverTheHandshakeCapFromOneAddressAllGetIn(t *testing.T) {
 			}
 		})
 	}
-	clustertest.Eventually(t, 20*time.Second, "the agent refusing part of the burst", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the agent refusing part of the burst", func() error {
 		if !log.has("refused a connection from 127.0.0.1") {
 			return errors.New("no refusal logged")
 		}

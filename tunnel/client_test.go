@@ -87,7 +87,7 @@ func TestSessionReconnectKeepsTheRunsNames(t *testing.T) {
 	expectEcho(t, platformDial(platform, "web:80"), "laptop says ")
 
 	proxy.Cut()
-	clustertest.Until(t, 10*time.Second, "the session to say it reconnected", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the session to say it reconnected", func() bool {
 		return events.has("connection to the agent at "+proxy.Addr()+" lost, reconnecting") &&
 			events.has("reconnected; web:80 kept")
 	})
@@ -109,11 +109,11 @@ func TestGraceExpiryGivesNamesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Close()
-	clustertest.Until(t, 5*time.Second, "web to be given back after the grace", func() bool {
+	clustertest.Until(t, clustertest.Settle, "web to be given back after the grace", func() bool {
 		_, held := platform.Held("web")
 		return !held
 	})
-	clustertest.Until(t, 5*time.Second, "the session to report it cannot reconnect", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the session to report it cannot reconnect", func() bool {
 		return events.has("still reconnecting: connection refused")
 	})
 	select {
@@ -138,8 +138,8 @@ func TestKeepAliveNoticesADeadPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Freeze()
-	clustertest.Until(t, 5*time.Second, "the client to notice", func() bool { return events.has("lost, reconnecting") })
-	clustertest.Until(t, 5*time.Second, "the agent to notice and give web back", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the client to notice", func() bool { return events.has("lost, reconnecting") })
+	clustertest.Until(t, clustertest.Settle, "the agent to notice and give web back", func() bool {
 		_, held := platform.Held("web")
 		return !held
 	})
@@ -184,7 +184,7 @@ func TestAgentShutdownGivesNamesBack(t *testing.T) {
 	if _, held := platform.Held("web"); held {
 		t.Error("web still served after the agent stopped")
 	}
-	clustertest.Until(t, 5*time.Second, "the session to say the agent is going", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the session to say the agent is going", func() bool {
 		return events.has("the agent is shutting down (agent); reconnecting")
 	})
 	select {
@@ -209,7 +209,7 @@ func TestEndedRunEndsTheSession(t *testing.T) {
 	}
 	select {
 	case <-s.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the session did not end")
 	}
 	var ended *tunnel.EndedError

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -26,7 +27,7 @@ func TestStopEndsEveryRunSayingWhy(t *testing.T) {
 	agent.Stop("the operator", "the agent was scaled to zero")
 	select {
 	case <-s.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the run goes on after Stop")
 	}
 	var e *tunnel.EndedError
@@ -36,7 +37,7 @@ func TestStopEndsEveryRunSayingWhy(t *testing.T) {
 	if _, held := platform.Held("web"); held {
 		t.Error("web is still held")
 	}
-	ended := audit.Await(t, 5*time.Second, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded })
+	ended := audit.Await(t, clustertest.Settle, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded })
 	if ended.How != tunnel.EndClosed || ended.By != "the operator" {
 		t.Errorf("run.ended: %+v", ended)
 	}

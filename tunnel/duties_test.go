@@ -31,14 +31,14 @@ func TestDutiesRunEachOnItsRhythmAndAKickAtOnce(t *testing.T) {
 	kick <- struct{}{}
 	select {
 	case <-kicked:
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("a kick did not run Kicked")
 	}
-	clustertest.Until(t, 5*time.Second, "three beats at a 1 ms heartbeat", func() bool { return beats.Load() >= 3 })
+	clustertest.Until(t, clustertest.Settle, "three beats at a 1 ms heartbeat", func() bool { return beats.Load() >= 3 })
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("Run did not return when its context ended")
 	}
 	if n := sweeps.Load(); n != 0 {

@@ -82,7 +82,7 @@ func TestFetchEnvCarriesTheWholeEnvironment(t *testing.T) {
 			}
 		}
 	}
-	clustertest.Until(t, 5*time.Second, "the agent's log line", func() bool { return log.has("environment of deployment/web:app for dev") })
+	clustertest.Until(t, clustertest.Settle, "the agent's log line", func() bool { return log.has("environment of deployment/web:app for dev") })
 	if !log.has("3004 variables, 2 left out") {
 		t.Errorf("the log does not count the variables:\n%s", log.String())
 	}

@@ -92,7 +92,7 @@ func TestPersonalTakeoversRouteEachRequest(t *testing.T) {
 
 	for _, dev := range []string{"alice", "bob"} {
 		cfg := tunnel.ClientConfig{Addr: addr, User: "dev", Signer: signers[dev], HostKey: hostKey}
-		clustertest.Eventually(t, 10*time.Second, "plug who shows "+dev+"'s filter", func() error {
+		clustertest.Eventually(t, clustertest.Settle, "plug who shows "+dev+"'s filter", func() error {
 			runs, _, err := tunnel.Who(ctx, cfg)
 			if err != nil {
 				return err

@@ -276,7 +276,7 @@ func TestGetRefusesEverythingElse(t *testing.T) {
 	}
 	local := freePort(t)
 	startSSH(t, append(sshArgs(addr, ""), "-N", "-L", fmt.Sprintf("%d:web:80", local), "get@127.0.0.1")...)
-	clustertest.Until(t, 10*time.Second, "ssh -L to listen", func() bool {
+	clustertest.Until(t, clustertest.Settle, "ssh -L to listen", func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", local))
 		if err != nil {
 			return false
@@ -314,7 +314,7 @@ func TestIdleGetConnectionsDoNotBlockInstalls(t *testing.T) {
 		if err != nil || len(out) == 0 {
 			t.Errorf("%s beside five idle get connections: %v\n%s", cmd, err, out)
 		}
-		if d := time.Since(start); d > 5*time.Second {
+		if d := time.Since(start); d > clustertest.Settle {
 			t.Errorf("%s took %s", cmd, d)
 		}
 	}
@@ -348,12 +348,12 @@ func TestDownloadsAreBounded(t *testing.T) {
 	}
 	// At OpenSSH's default log level, as users run it, the refusal is shown.
 	args := append(append([]string{"-o", "LogLevel=INFO"}, sshArgs(addr, "")...), "get@127.0.0.1", "download", thisPlatform)
-	clustertest.Until(t, 10*time.Second, "a fifth download to be refused", func() bool {
+	clustertest.Until(t, clustertest.Settle, "a fifth download to be refused", func() bool {
 		out, err := exec.Command(openSSH(t), args...).CombinedOutput()
 		return err != nil && strings.Contains(string(out), "serving 4 downloads already")
 	})
 	stalled[0].Close()
-	clustertest.Until(t, 10*time.Second, "a download once one ended", func() bool {
+	clustertest.Until(t, clustertest.Settle, "a download once one ended", func() bool {
 		out, err := exec.Command(openSSH(t), args...).Output()
 		return err == nil && len(out) == 8<<20
 	})

@@ -80,7 +80,7 @@ func call(dial func() (net.Conn, error)) (string, error) {
 // until waits for who to answer the next calls.
 func (c *callers) until(t *testing.T, who string) {
 	t.Helper()
-	clustertest.Until(t, 10*time.Second, who+" answering the callers", func() bool {
+	clustertest.Until(t, clustertest.Settle, who+" answering the callers", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.last == who
@@ -167,7 +167,7 @@ func TestCallersOfARunAway(t *testing.T) {
 	proxy.Cut()
 	cut := time.Now()
 	c.until(t, "deployed")
-	away := audit.Await(t, 5*time.Second, "run.away", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunAway && e.Run == "run-mbb-2" })
+	away := audit.Await(t, clustertest.Settle, "run.away", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunAway && e.Run == "run-mbb-2" })
 	if !strings.Contains(away.Reason, "callers of web:80 go to the deployed service") || !strings.Contains(away.Reason, "callers of fresh:81 are refused at once") {
 		t.Errorf("the audit does not say where the callers go while the run is away: %+v", away)
 	}
@@ -178,7 +178,7 @@ func TestCallersOfARunAway(t *testing.T) {
 	}
 
 	proxy.Retarget(agentAddr) // back: the session re-attaches
-	clustertest.Until(t, 20*time.Second, "the run to re-attach", func() bool { return events.has("web:80") && events.has("kept") })
+	clustertest.Until(t, clustertest.Settle, "the run to re-attach", func() bool { return events.has("web:80") && events.has("kept") })
 	c.until(t, "run")
 	c.end(t, cut)
 }
@@ -214,7 +214,7 @@ func TestStoppingAgentHandsTheRunToAnother(t *testing.T) {
 	if n := platform.Count("serve", "web"); n != 2 {
 		t.Errorf("web was served %d times, want twice (once by each agent)", n)
 	}
-	ended := audit.Await(t, 5*time.Second, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Run == "run-mbb-3" })
+	ended := audit.Await(t, clustertest.Settle, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Run == "run-mbb-3" })
 	if ended.How != tunnel.EndMoved || !strings.Contains(ended.Reason, "agent-new") {
 		t.Errorf("the old agent's audit of the run's end: %+v, want it moved to agent-new", ended)
 	}

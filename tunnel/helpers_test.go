@@ -168,7 +168,7 @@ func roundTrip(c net.Conn, line string) (string, error) {
 // server answering with prefix.
 func expectEcho(t *testing.T, dial func() (net.Conn, error), prefix string) {
 	t.Helper()
-	clustertest.Eventually(t, 10*time.Second, "an answer through the tunnel", func() error { return echoOnce(dial, prefix) })
+	clustertest.Eventually(t, clustertest.Settle, "an answer through the tunnel", func() error { return echoOnce(dial, prefix) })
 }
 
 func echoOnce(dial func() (net.Conn, error), prefix string) error {

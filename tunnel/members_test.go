@@ -31,7 +31,7 @@ func TestAdmissionByApproval(t *testing.T) {
 		a.Keys, a.Audit = tunnel.NewMembers(platform, true), audit.Sink
 	})
 	aliceCfg := tunnel.ClientConfig{Addr: addr, User: "alice", Signer: alice, HostKey: hostKey, Profile: "prod"}
-	clustertest.Until(t, 5*time.Second, "alice let in", func() bool { _, _, err := tunnel.Who(ctx, aliceCfg); return err == nil })
+	clustertest.Until(t, clustertest.Settle, "alice let in", func() bool { _, _, err := tunnel.Who(ctx, aliceCfg); return err == nil })
 
 	bob, _ := newKey(t)
 	bobFP := keys.Fingerprint(bob.PublicKey())
@@ -42,7 +42,7 @@ func TestAdmissionByApproval(t *testing.T) {
 		t.Fatalf("a stranger's run: %v", err)
 	}
 	var l tunnel.MemberList
-	clustertest.Until(t, 5*time.Second, "bob's request pending", func() bool {
+	clustertest.Until(t, clustertest.Settle, "bob's request pending", func() bool {
 		l, _, err = tunnel.ManageMembers(ctx, aliceCfg, "list", "", "")
 		return err == nil && len(l.Pending) == 1
 	})
@@ -71,7 +71,7 @@ func TestAdmissionByApproval(t *testing.T) {
 		t.Fatalf("accept: %q %v", done, err)
 	}
 	var s *tunnel.Session
-	clustertest.Until(t, 5*time.Second, "bob let in", func() bool {
+	clustertest.Until(t, clustertest.Settle, "bob let in", func() bool {
 		s, err = tunnel.Connect(ctx, bobCfg)
 		return err == nil
 	})
@@ -91,14 +91,16 @@ func TestAdmissionByApproval(t *testing.T) {
 	}
 	select {
 	case <-s.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("bob's run goes on after his key was removed")
 	}
 	var ended *tunnel.EndedError
 	if !errors.As(s.Err(), &ended) || !strings.HasPrefix(ended.By, "alice (SHA256:") || !strings.Contains(ended.Reason, "removed from the members by alice") || !strings.Contains(ended.Reason, "left the team") {
 		t.Errorf("bob reads: %v", s.Err())
 	}
-	clustertest.Until(t, 5*time.Second-time.Since(start), "web given back", func() bool { _, held := platform.Held("web"); return !held })
+	// README: removing a key ends what it has open "at once"; in process
+	// nothing but plug takes part, so the bound is a few seconds.
+	clustertest.Until(t, 5*time.Second-time.Since(start), "the agent to give web back", func() bool { _, held := platform.Held("web"); return !held })
 	t.Logf("bob's run ended and web given back %s after the removal", time.Since(start).Round(time.Millisecond))
 	if _, err := tunnel.Connect(ctx, bobCfg); err == nil || !strings.Contains(err.Error(), "removed from the members by alice") {
 		t.Errorf("bob's next try: %v", err)
@@ -107,12 +109,12 @@ func TestAdmissionByApproval(t *testing.T) {
 	for _, want := range []struct{ event, by string }{
 		{tunnel.AuditRunRefused, ""}, {tunnel.AuditKeyRequest, ""}, {tunnel.AuditKeyAccepted, "alice (SHA256:"}, {tunnel.AuditKeyRemoved, "alice (SHA256:"},
 	} {
-		e := audit.Await(t, 5*time.Second, want.event, func(e tunnel.AuditEvent) bool { return e.Event == want.event })
+		e := audit.Await(t, clustertest.Settle, want.event, func(e tunnel.AuditEvent) bool { return e.Event == want.event })
 		if e.Key != bobFP || e.User != "bob" || !strings.HasPrefix(e.By, want.by) {
 			t.Errorf("%s: %+v", want.event, e)
 		}
 	}
-	e := audit.Await(t, 5*time.Second, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Key == bobFP })
+	e := audit.Await(t, clustertest.Settle, "run.ended", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditRunEnded && e.Key == bobFP })
 	if e.How != tunnel.EndKeyRemoved || !strings.HasPrefix(e.By, "alice (SHA256:") {
 		t.Errorf("bob's run.ended: %+v", e)
 	}

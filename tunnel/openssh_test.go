@@ -40,12 +40,12 @@ func TestOpenSSHRemoteForwardServesAName(t *testing.T) {
 
 	args := append(sshArgs(addr, keyFile), "-N", "-R", "web:80:127.0.0.1:"+localPort, "dev@127.0.0.1")
 	cmd, _, _ := startSSH(t, args...)
-	clustertest.Until(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
+	clustertest.Until(t, clustertest.Settle, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
 	expectEcho(t, platformDial(platform, "web:80"), "laptop says ")
 
 	cmd.Process.Kill()
 	cmd.Wait()
-	clustertest.Until(t, 10*time.Second, "web to be given back", func() bool { _, ok := platform.Held("web"); return !ok })
+	clustertest.Until(t, clustertest.Settle, "web to be given back", func() bool { _, ok := platform.Held("web"); return !ok })
 	if n := platform.Count("release", "web"); n != 1 {
 		t.Errorf("web released %d times, want 1", n)
 	}
@@ -63,9 +63,9 @@ func TestOpenSSHSessionSaysWhatIsServedAndWhatIsRefused(t *testing.T) {
 	args := append(sshArgs(addr, keyFile), "-T",
 		"-R", "web:80:127.0.0.1:"+localPort, "-R", "api:8080:127.0.0.1:"+localPort, "dev@127.0.0.1")
 	_, stderr, _ := startSSH(t, args...)
-	clustertest.Until(t, 10*time.Second, "the session's status line", func() bool { return stderr.has("press Ctrl-C to end") })
-	clustertest.Until(t, 10*time.Second, "web:80 to be reported served", func() bool { return stderr.has("web:80 is served in the cluster") })
-	clustertest.Until(t, 10*time.Second, "api to be reported held by alice", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the session's status line", func() bool { return stderr.has("press Ctrl-C to end") })
+	clustertest.Until(t, clustertest.Settle, "web:80 to be reported served", func() bool { return stderr.has("web:80 is served in the cluster") })
+	clustertest.Until(t, clustertest.Settle, "api to be reported held by alice", func() bool {
 		return stderr.has("api is already served by alice (key SHA256:alice) since")
 	})
 	if stderr.has("other-run") {
@@ -88,7 +88,7 @@ func TestOpenSSHRemoteForwardRefusesBadNames(t *testing.T) {
 			if err == nil {
 				t.Errorf("-R %s: ssh succeeded", spec)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Errorf("-R %s: ssh did not exit on the refused forward", spec)
 		}
 	}
@@ -107,8 +107,8 @@ func TestOpenSSHCtrlCInATerminalGivesNamesBack(t *testing.T) {
 
 	args := append(sshArgs(addr, keyFile), "-tt", "-R", "web:80:127.0.0.1:"+localPort, "dev@127.0.0.1")
 	cmd, stderr, stdin := startSSH(t, args...)
-	clustertest.Until(t, 10*time.Second, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
-	clustertest.Until(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
+	clustertest.Until(t, clustertest.Settle, "web to be served", func() bool { _, ok := platform.Held("web"); return ok })
+	clustertest.Until(t, clustertest.Settle, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
 	io.WriteString(stdin, "\x03")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -117,7 +117,7 @@ func TestOpenSSHCtrlCInATerminalGivesNamesBack(t *testing.T) {
 		if err != nil {
 			t.Errorf("ssh after Ctrl-C: %v\n%s", err, stderr)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("ssh did not end on Ctrl-C")
 	}
 	if _, held := platform.Held("web"); held {
@@ -136,5 +136,5 @@ func TestOpenSSHSessionRefusesSubsystemsAndForwardedAgents(t *testing.T) {
 	}
 	forwarding := append(sshArgs(addr, keyFile), "-T", "-A", "-X", "-o", "SetEnv=FOO=bar", "dev@127.0.0.1")
 	_, stderr, _ := startSSH(t, forwarding...)
-	clustertest.Until(t, 10*time.Second, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
+	clustertest.Until(t, clustertest.Settle, "the status line", func() bool { return stderr.has("press Ctrl-C to end") })
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"plug/tunnel/clustertest"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection.
@@ -88,7 +90,7 @@ func TestScreenTellsTheProbeFromCallers(t *testing.T) {
 	go func() { done <- pp.screen(atListener) }()
 	select {
 	case <-w.accepted:
-	case <-time.After(time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the quiet caller was not screened")
 	}
 	select {
@@ -102,7 +104,7 @@ func TestScreenTellsTheProbeFromCallers(t *testing.T) {
 		if c != atListener {
 			t.Errorf("a quiet caller came back as %T", c)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("a quiet caller was still held after the window")
 	}
 }

@@ -60,7 +60,7 @@ func (p *routedPlatform) DialContext(ctx context.Context, network, address strin
 // when from was read from p.dials.
 func (p *routedPlatform) probed(t *testing.T, from int32, n int32) {
 	t.Helper()
-	clustertest.Until(t, 20*time.Second, fmt.Sprintf("%d probes", n), func() bool { return p.dials.Load() >= from+n })
+	clustertest.Until(t, clustertest.Settle, fmt.Sprintf("%d probes", n), func() bool { return p.dials.Load() >= from+n })
 }
 
 // route sends address to `to` ("" refuses it; unroute gives it back to the
@@ -140,7 +140,7 @@ func TestPathProofNeverReachesTheDevelopersProcess(t *testing.T) {
 	if _, err := s.Serve(ctxFor(t, 20*time.Second), "web", 80, local); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Until(t, 10*time.Second, "the agent to log the path proven", func() bool { return log.has("web: path proven") })
+	clustertest.Until(t, clustertest.Settle, "the agent to log the path proven", func() bool { return log.has("web: path proven") })
 	for range 5 { // each change is a burst of probes
 		probes := platform.dials.Load()
 		platform.unroute("web", "web:80")

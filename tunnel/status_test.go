@@ -61,7 +61,7 @@ func TestAgentWithoutARightRefusesRunsAndAnswersDoctor(t *testing.T) {
 		"missing right watch pods (for follow pods at once): that feature is off",
 		"not serving runs: the agent lacks rights runs need",
 	} {
-		clustertest.Until(t, 5*time.Second, "the agent's log to say "+want, func() bool { return log.has(want) })
+		clustertest.Until(t, clustertest.Settle, "the agent's log to say "+want, func() bool { return log.has(want) })
 	}
 
 	_, err := tunnel.Connect(ctxFor(t, 20*time.Second), cfg)
@@ -136,7 +136,7 @@ func TestTheReadyFileTellsWhetherTheAgentServesRuns(t *testing.T) {
 	}
 	platform.granted.Store(true)
 	diagnose(t, addr, tunnel.ClientConfig{User: "dev", Signer: signer, HostKey: hostKey})
-	clustertest.Until(t, 5*time.Second, "the ready file", exists)
+	clustertest.Until(t, clustertest.Settle, "the ready file", exists)
 	stop()
 	if exists() {
 		t.Error("the ready file is left after the agent stopped")
@@ -167,7 +167,7 @@ func TestVersionSkewAtHello(t *testing.T) {
 
 	_, events := connect(t, addr, hostKey, signer, tunnel.RunInfo{Version: "v3.1.5"}, func(c *tunnel.ClientConfig) { c.Profile = "work" })
 	want := "CLI v3.1.5 and agent v3.2.0 differ in minor version: compatible (same major version); to align them, run plug update -p work"
-	clustertest.Until(t, 5*time.Second, "the warning of a minor skew", func() bool { return events.has(want) })
+	clustertest.Until(t, clustertest.Settle, "the warning of a minor skew", func() bool { return events.has(want) })
 	if n := strings.Count(events.String(), "differ in minor version"); n != 1 {
 		t.Errorf("the minor skew was told %d times, want once:\n%s", n, events)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"plug/tunnel/clustertest"
 )
 
 // appPair is a loopback TCP connection: the stripe's local end, and the
@@ -148,7 +150,7 @@ func waitCarried(t *testing.T, p *peerStripe) {
 	t.Helper()
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the stripe was still carrying after 10 s")
 	}
 }

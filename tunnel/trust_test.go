@@ -239,7 +239,7 @@ func TestAKeyOverItsCapsIsRefusedWithTheCapNamed(t *testing.T) {
 	}
 
 	open[0].Close()
-	clustertest.Until(t, 10*time.Second, "a connection once one closed", func() bool {
+	clustertest.Until(t, clustertest.Settle, "a connection once one closed", func() bool {
 		c, err := s.Dial(ctx, "web:80")
 		if err == nil {
 			c.Close()
@@ -324,7 +324,7 @@ func TestAPeerCannotFloodTheAgentsLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clustertest.Until(t, 10*time.Second, "a status to be logged", func() bool { return log.has("status asked by dev") })
+	clustertest.Until(t, clustertest.Settle, "a status to be logged", func() bool { return log.has("status asked by dev") })
 	if n := strings.Count(log.String(), "status asked by dev"); n > 40 {
 		t.Errorf("20,000 status requests made %d log lines", n)
 	}
@@ -390,7 +390,7 @@ func TestTheDialPolicyRefusesWhatIsNotAClusterName(t *testing.T) {
 		signer, _ := newKey(t)
 		s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{})
 		ctx := ctxFor(t, 10*time.Second)
-		clustertest.Until(t, 5*time.Second, "the catalog", func() bool { c, known, _ := s.Catalog(); return known && len(c.Names) == 3 })
+		clustertest.Until(t, clustertest.Settle, "the catalog", func() bool { c, known, _ := s.Catalog(); return known && len(c.Names) == 3 })
 		c, err := s.Dial(ctx, tc.to)
 		switch {
 		case tc.rule == "" && err != nil:

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -122,7 +123,7 @@ func TestAMalformedDatagramFrameClosesOnlyItsChannel(t *testing.T) {
 	go func() { _, err := io.ReadAll(bad); done <- err }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the channel with a malformed frame stayed open")
 	}
 	good.Write(frame([]byte("still here")))

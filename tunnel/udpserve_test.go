@@ -136,7 +136,7 @@ func TestAMalformedFrameOfAServedFlowClosesOnlyThatFlow(t *testing.T) {
 			}
 			go ssh.DiscardRequests(reqs)
 			return ch
-		case <-time.After(5 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Fatal("no flow was opened for a sender")
 			return nil
 		}
@@ -158,7 +158,7 @@ func TestAMalformedFrameOfAServedFlowClosesOnlyThatFlow(t *testing.T) {
 	go func() { _, err := io.ReadAll(bad); done <- err }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the flow with a malformed frame stayed open")
 	}
 	good.Write(frame([]byte("still here")))
@@ -203,7 +203,7 @@ func TestAFloodOfSendersToAServedUDPPortIsCappedPerKey(t *testing.T) {
 	if got, err := exchange(senders[0], "still here"); err != nil || got != "still here" {
 		t.Fatalf("a flow already open, past the cap: %q, %v", got, err)
 	}
-	clustertest.Eventually(t, 5*time.Second, "the agent's log of the cap", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the agent's log of the cap", func() error {
 		if !logs.has("PLUG_MAX_CHANNELS_PER_KEY") {
 			return fmt.Errorf("it logged:\n%s", logs.String())
 		}

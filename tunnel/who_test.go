@@ -52,7 +52,7 @@ func TestWhoAndEndAcrossReplicas(t *testing.T) {
 		}
 		cfg := tunnel.ClientConfig{Addr: addr, User: "admin", Signer: admin, HostKey: host}
 		var runs []tunnel.Plugged
-		clustertest.Until(t, 5*time.Second, "one row with both names", func() bool {
+		clustertest.Until(t, clustertest.Settle, "one row with both names", func() bool {
 			var err error
 			runs, _, err = tunnel.Who(ctx, cfg)
 			return err == nil && len(runs) == 1 && len(runs[0].Names) == 2
@@ -89,7 +89,7 @@ func TestWhoAndEndAcrossReplicas(t *testing.T) {
 	for _, s := range []*tunnel.Session{onA, onB} {
 		select {
 		case <-s.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Fatal("a session of the ended run goes on")
 		}
 		var e *tunnel.EndedError
@@ -97,13 +97,13 @@ func TestWhoAndEndAcrossReplicas(t *testing.T) {
 			t.Errorf("the developer reads: %v", s.Err())
 		}
 	}
-	clustertest.Until(t, 5*time.Second, "every name given back", func() bool {
+	clustertest.Until(t, clustertest.Settle, "every name given back", func() bool {
 		_, web := platform.Held("web")
 		_, api := platform.Held("api")
 		return !web && !api
 	})
 	t.Logf("ended and given back in %s", time.Since(start))
-	clustertest.Until(t, 5*time.Second, "the run gone from who", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the run gone from who", func() bool {
 		runs, _, err := tunnel.Who(ctx, tunnel.ClientConfig{Addr: addrA, User: "admin", Signer: admin, HostKey: hostA})
 		return err == nil && len(runs) == 0
 	})
@@ -135,7 +135,7 @@ func TestEndRefusals(t *testing.T) {
 			t.Errorf("end %q %q: %v, want %q", tc.run, tc.reason, err, tc.want)
 		}
 	}
-	clustertest.Until(t, 5*time.Second, "both runs listed", func() bool {
+	clustertest.Until(t, clustertest.Settle, "both runs listed", func() bool {
 		runs, _, err := tunnel.Who(ctx, cfg)
 		return err == nil && len(runs) == 2 && runs[0].What() == "client only"
 	})
@@ -172,7 +172,7 @@ func TestLongAnswersComeInParts(t *testing.T) {
 	addr, hostKey, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.Keys = tunnel.NewMembers(platform, true) })
 	cfg := tunnel.ClientConfig{Addr: addr, User: "admin", Signer: admin, HostKey: hostKey}
 	var runs []tunnel.Plugged
-	clustertest.Until(t, 10*time.Second, "who of 600 runs", func() bool {
+	clustertest.Until(t, clustertest.Settle, "who of 600 runs", func() bool {
 		var err error
 		runs, _, err = tunnel.Who(ctx, cfg)
 		return err == nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"plug/k8sapi"
 	"plug/k8sapi/k8sapitest"
@@ -212,7 +211,7 @@ func (f *fakeKube) deleteSlice(t *testing.T, name string) {
 // be there, failing t saying what otherwise.
 func (f *fakeKube) waitAgentSlice(t *testing.T, svc, what string) {
 	t.Helper()
-	clustertest.Eventually(t, 5*time.Second, what, func() error {
+	clustertest.Eventually(t, clustertest.Settle, what, func() error {
 		if _, _, ok := f.endpointsOf(t, svc, svc+"-plug"); !ok {
 			return fmt.Errorf("slices %v", f.slicesOf(t, svc))
 		}

@@ -136,7 +136,7 @@ func TestOutageRightAfterTakeoverIsSweptBack(t *testing.T) {
 
 	proxy.setDown(false)
 	proxy.hooks(nil, nil)
-	clustertest.Eventually(t, 20*time.Second, "the sweep gives web back", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the sweep gives web back", func() error {
 		p.sweep(bg, false)
 		return k.snapshot(t, "web").sameAs(before)
 	})

@@ -194,7 +194,7 @@ func TestReleaseOutlastedByAnOutageIsRetriedByMaintain(t *testing.T) {
 	}
 	f.SetDown(false)
 	tunneltest.Maintain(t, p)
-	clustertest.Eventually(t, 5*time.Second, "web given back by the agent after the outage", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "web given back by the agent after the outage", func() error {
 		return f.snapshot(t, "web").sameAs(before)
 	})
 }

@@ -149,7 +149,7 @@ func TestGiveBackNeverLeavesThePortWithoutEndpoints(t *testing.T) {
 	if took < controllerDelay {
 		t.Errorf("the give-back took %v: it did not wait for the controller's slice (written %v after the selector)", took, controllerDelay)
 	}
-	clustertest.Eventually(t, 5*time.Second, "the last slice change is seen", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the last slice change is seen", func() error {
 		states, _ := log.report()
 		if last := states[len(states)-1]; last != "web-n3w5l=10.1.0.1,10.1.0.2" {
 			return fmt.Errorf("last state %q", last)
@@ -259,5 +259,5 @@ func TestMoveHolderHandsTheNameToTheNextRun(t *testing.T) {
 	if err := p.Release(bg, bob); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, 10*time.Second, "web restored", func() error { return f.snapshot(t, "web").sameAs(before) })
+	clustertest.Eventually(t, clustertest.Settle, "web restored", func() error { return f.snapshot(t, "web").sameAs(before) })
 }

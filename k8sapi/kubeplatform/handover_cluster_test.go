@@ -95,7 +95,7 @@ func TestCallersSeeNoErrorWhenNamesChangeHands(t *testing.T) {
 	restored := func(t *testing.T, within time.Duration) {
 		t.Helper()
 		clustertest.Eventually(t, within, "web restored", func() error { return k.snapshot(t, "web").sameAs(before) })
-		clustertest.Eventually(t, 10*time.Second, "plug's slices gone", func() error {
+		clustertest.Eventually(t, clustertest.Settle, "plug's slices gone", func() error {
 			if s := k.slicesOf(t, "web")[ManagedBy]; len(s) != 0 {
 				return fmt.Errorf("plug's slices are left: %d", len(s))
 			}
@@ -149,7 +149,7 @@ func TestCallersSeeNoErrorWhenNamesChangeHands(t *testing.T) {
 			run, start := takeOver(t, who)
 			killed := time.Now()
 			a.relay.cut(true) // plug is killed: no goodbye, no reconnect
-			c.Await(t, "deployed", killed, 20*time.Second)
+			c.Await(t, "deployed", killed, clustertest.Settle)
 			if _, has, _ := receiptOf(mustService(t, k, "web")); !has {
 				t.Errorf("repetition %d: web was given back at once; the run's grace should keep it", i)
 			}
@@ -178,7 +178,7 @@ func TestCallersSeeNoErrorWhenNamesChangeHands(t *testing.T) {
 			run, start := takeOver(t, who)
 			dropped := time.Now()
 			a.relay.cut(true)
-			c.Await(t, "deployed", time.Now(), 20*time.Second)
+			c.Await(t, "deployed", time.Now(), clustertest.Settle)
 			a.relay.cut(false) // the laptop is back: the session reconnects
 			c.Await(t, who, time.Now(), 30*time.Second)
 			run.Close()
@@ -232,7 +232,7 @@ func TestCallersSeeNoErrorWhenNamesChangeHands(t *testing.T) {
 			run, start := takeOver(t, who)
 			dropped := time.Now()
 			a.relay.cut(true)
-			c.Await(t, "deployed", time.Now(), 20*time.Second)
+			c.Await(t, "deployed", time.Now(), clustertest.Settle)
 			k.Kubectl(t, "rollout", "restart", "deployment/plug")
 			restored(t, 90*time.Second)
 			k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=180s")

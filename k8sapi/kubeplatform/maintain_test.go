@@ -135,7 +135,7 @@ func TestMaintainRenewsTheHeartbeat(t *testing.T) {
 	old := time.Now().Add(-time.Hour).Truncate(time.Second)
 	f.setHeartbeat(t, "fresh", old)
 	tunneltest.Maintain(t, p)
-	clustertest.Eventually(t, 5*time.Second, "the heartbeat renewed", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the heartbeat renewed", func() error {
 		if at := heartbeatOf(f.service(t, "fresh")); !at.After(old) {
 			return fmt.Errorf("the heartbeat is still %v", at)
 		}
@@ -171,7 +171,7 @@ func TestMaintainKeepsTheEndpointsAsTheReceiptSays(t *testing.T) {
 	f.create(t, k8sapi.KindEndpointSlice, fmt.Sprintf(`{"metadata": {"name": "web-9q8rt", "labels": {%q: "web", %q: "endpointslice-controller.k8s.io"}},
 		"addressType": "IPv4", "endpoints": [{"addresses": ["10.1.0.1"]}], "ports": [{"name": "http", "port": 8080}]}`,
 		k8sapi.LabelServiceName, k8sapi.LabelSliceManagedBy))
-	clustertest.Eventually(t, 5*time.Second, "the controller's new slice deleted", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the controller's new slice deleted", func() error {
 		if s := f.slicesOf(t, "web")["endpointslice-controller.k8s.io"]; len(s) != 0 {
 			return fmt.Errorf("the controller's slices: %v", s)
 		}
@@ -179,13 +179,13 @@ func TestMaintainKeepsTheEndpointsAsTheReceiptSays(t *testing.T) {
 	})
 
 	f.pod(t, "web-3", "10.1.0.3", map[string]string{"app": "web"})
-	clustertest.Eventually(t, 5*time.Second, "the new pod behind the unserved port", podsSlice("10.1.0.1", "10.1.0.2", "10.1.0.3"))
+	clustertest.Eventually(t, clustertest.Settle, "the new pod behind the unserved port", podsSlice("10.1.0.1", "10.1.0.2", "10.1.0.3"))
 	if _, err := f.admin.Pods(fakeNS).MergePatch(bg, "web-1", map[string]any{
 		"status": map[string]any{"conditions": []map[string]string{{"type": "Ready", "status": "False"}}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, 5*time.Second, "the pod no longer ready left out", podsSlice("10.1.0.2", "10.1.0.3"))
+	clustertest.Eventually(t, clustertest.Settle, "the pod no longer ready left out", podsSlice("10.1.0.2", "10.1.0.3"))
 }
 
 // A Service changed back while served is not fought: the run is told who
@@ -204,8 +204,8 @@ func TestMaintainTellsTheRunItsServiceWasChangedBack(t *testing.T) {
 		}
 	}
 	setSelector(map[string]string{"app": "web"})
-	evs.Wait(t, tunnel.EventWarning, "web was changed back by someone else", 5*time.Second)
-	clustertest.Eventually(t, 5*time.Second, "plug's slices withdrawn", func() error {
+	evs.Wait(t, tunnel.EventWarning, "web was changed back by someone else", clustertest.Settle)
+	clustertest.Eventually(t, clustertest.Settle, "plug's slices withdrawn", func() error {
 		if s := f.slicesOf(t, "web")[ManagedBy]; len(s) != 0 {
 			return fmt.Errorf("plug's slices: %v", s)
 		}
@@ -229,12 +229,12 @@ func TestMaintainTellsTheRunItsNameWasLost(t *testing.T) {
 	if err := f.admin.Services(fakeNS).Delete(bg, "fresh", nil); err != nil {
 		t.Fatal(err)
 	}
-	fresh.Wait(t, tunnel.EventEnded, "deleted by someone else", 5*time.Second)
+	fresh.Wait(t, tunnel.EventEnded, "deleted by someone else", clustertest.Settle)
 
 	if _, err := f.admin.Services(fakeNS).JSONPatch(bg, "web", []k8sapi.PatchOp{{Op: "remove", Path: "/metadata/annotations/" + k8sapi.PointerEscape(AnnotationReceipt)}}); err != nil {
 		t.Fatal(err)
 	}
-	ev := web.Wait(t, tunnel.EventEnded, "its receipt is gone", 5*time.Second)
+	ev := web.Wait(t, tunnel.EventEnded, "its receipt is gone", clustertest.Settle)
 	if !strings.Contains(ev.Text, "no longer reaches this run") {
 		t.Errorf("the run is told %q", ev.Text)
 	}

@@ -65,7 +65,7 @@ func TestWhoAndEndAcrossTwoAgentsOnTheCluster(t *testing.T) {
 
 	for i := range addrs {
 		cfg := tunnel.ClientConfig{Addr: addrs[i], User: "admin", Signer: admin, HostKey: hostKeys[i]}
-		clustertest.Eventually(t, 10*time.Second, "one row with both names from "+addrs[i], func() error {
+		clustertest.Eventually(t, clustertest.Settle, "one row with both names from "+addrs[i], func() error {
 			runs, all, err := tunnel.Who(bg, cfg)
 			switch {
 			case err != nil:
@@ -94,7 +94,7 @@ func TestWhoAndEndAcrossTwoAgentsOnTheCluster(t *testing.T) {
 	for _, s := range sessions {
 		select {
 		case <-s.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Fatal("a connection of the ended run goes on")
 		}
 		var e *tunnel.EndedError
@@ -102,9 +102,9 @@ func TestWhoAndEndAcrossTwoAgentsOnTheCluster(t *testing.T) {
 			t.Errorf("the developer reads: %v", s.Err())
 		}
 	}
-	clustertest.Eventually(t, 5*time.Second-time.Since(start), "every name back", k.namesBack(t, before, "promo"))
+	clustertest.Eventually(t, clustertest.Settle, "every name back", k.namesBack(t, before, "promo"))
 	t.Logf("ended on both agents, every name back, %s after plug end", time.Since(start).Round(time.Millisecond))
-	clustertest.Eventually(t, 10*time.Second, "the run's Leases gone", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the run's Leases gone", func() error {
 		l, err := k.admin.Leases(k.Namespace).List(bg, k8sapi.ListOptions{LabelSelector: LabelRecord + "=run"})
 		if err != nil || len(l.Items) != 0 {
 			return fmt.Errorf("%d Leases left, %v", len(l.Items), err)
@@ -112,7 +112,7 @@ func TestWhoAndEndAcrossTwoAgentsOnTheCluster(t *testing.T) {
 		return nil
 	})
 	k.eventuallyAnswered(t, "http://web/", "deployed")
-	clustertest.Eventually(t, 10*time.Second, "the Events on web", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the Events on web", func() error {
 		out := k.Kubectl(t, "get", "events", "--field-selector", "involvedObject.name=web", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
 		if !strings.Contains(out, EventTakeover+": taken over by the plug run of dev (SHA256:") || !strings.Contains(out, EventRestored+": given back by") {
 			return fmt.Errorf("events: %q", out)

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"plug/k8sapi"
 	"plug/tunnel/clustertest"
@@ -49,7 +48,7 @@ func TestRightsReportEachRuleWithTheCommandGrantingIt(t *testing.T) {
 	}
 
 	tunneltest.Maintain(t, p)
-	clustertest.Eventually(t, 5*time.Second, "the agent says it does not watch pods", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the agent says it does not watch pods", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, l := range logged {

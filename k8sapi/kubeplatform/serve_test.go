@@ -12,6 +12,7 @@ import (
 
 	"plug/k8sapi"
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -316,7 +317,7 @@ func TestTakeoverOfAManagedServiceWarnsTheRun(t *testing.T) {
 	p := f.platform(t, f.agentPod(t, "agent-a"), nil)
 	var evs tunneltest.Events
 	tunneltest.Serve(t, p, fakeRun("run-1", "web", 80, &evs))
-	ev := evs.Wait(t, tunnel.EventWarning, "managed by Argo CD", 5*time.Second)
+	ev := evs.Wait(t, tunnel.EventWarning, "managed by Argo CD", clustertest.Settle)
 	if !strings.Contains(ev.Text, "ignoreDifferences") {
 		t.Errorf("the warning gives no remedy: %s", ev.Text)
 	}

@@ -72,7 +72,7 @@ func TestSweepGivesBackWhatAGoneHolderHeld(t *testing.T) {
 	}
 	bystander.forget("fresh", portKey{}) // as if its agent hung: no more heartbeats
 	sweeper := k.platform(t, "agent-new", nil, func(o *Options) { o.Stale = 2 * time.Second })
-	clustertest.Eventually(t, 10*time.Second, "the stale created Service deleted", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the stale created Service deleted", func() error {
 		sweeper.sweep(bg, false)
 		if _, err := k.admin.Services(k.Namespace).Get(bg, "fresh"); err == nil {
 			return fmt.Errorf("fresh still exists")

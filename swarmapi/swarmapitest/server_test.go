@@ -12,6 +12,7 @@ import (
 
 	"plug/swarmapi"
 	"plug/swarmapi/swarmapitest"
+	"plug/tunnel/clustertest"
 )
 
 var bg = context.Background()
@@ -257,7 +258,7 @@ func TestEventsAndOutages(t *testing.T) {
 		if err == nil {
 			t.Error("the event stream ended without an error in the outage")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the outage did not cut the event stream")
 	}
 	if _, err := c.Services(bg, nil); err == nil {
@@ -300,7 +301,7 @@ func TestEventsSince(t *testing.T) {
 			if e.Action != tc.first || e.Actor.ID != id {
 				t.Errorf("since %s: the first event is %s of %s, want %s of %s", tc.since, e.Action, e.Actor.ID, tc.first, id)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Errorf("since %s: no event within 5 s", tc.since)
 		}
 		cancel()

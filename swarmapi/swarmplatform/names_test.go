@@ -11,6 +11,7 @@ import (
 	"plug/swarmapi"
 	"plug/swarmapi/swarmapitest"
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -88,7 +89,7 @@ func TestWatchNamesFollowsTheServiceEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("WatchNames does not follow the engine's events")
 	}
 	next("api [8080]", "web [8080]")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 )
 
 // TestWatchNamesFollowsServices watches the names, then creates a service
@@ -47,10 +48,11 @@ func TestWatchNamesFollowsServices(t *testing.T) {
 	}
 }
 
-// waitNames waits up to 5 s for a set of names that ok accepts.
+// waitNames waits for a set of names that ok accepts, as long as dockerd
+// may take to tell of the change (clustertest.Settle).
 func waitNames(t *testing.T, sets chan []tunnel.ClusterName, ok func([]tunnel.ClusterName) bool) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(clustertest.Settle)
 	for {
 		select {
 		case names := <-sets:
@@ -58,7 +60,7 @@ func waitNames(t *testing.T, sets chan []tunnel.ClusterName, ok func([]tunnel.Cl
 				return
 			}
 		case <-deadline:
-			t.Fatal("the names did not change within 5 s")
+			t.Fatalf("the names did not change within %v", clustertest.Settle)
 		}
 	}
 }

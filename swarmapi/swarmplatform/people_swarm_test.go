@@ -88,7 +88,7 @@ func TestDeployedAdmissionOnSwarm(t *testing.T) {
 	}
 	s.answers(t, caller, "http://"+web+":8080/", "laptop", 5)
 	// plug who reads the records of runs, swarm configs plug-run-*.
-	clustertest.Eventually(t, 10*time.Second, "bob's run in plug who", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "bob's run in plug who", func() error {
 		runs, all, err := tunnel.Who(ctx, aliceCfg)
 		switch {
 		case err != nil:
@@ -109,7 +109,7 @@ func TestDeployedAdmissionOnSwarm(t *testing.T) {
 	}
 	select {
 	case <-sess.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("bob's run goes on after his key was removed")
 	}
 	t.Logf("bob's run ended %s after the removal", time.Since(removed).Round(time.Millisecond))
@@ -119,7 +119,7 @@ func TestDeployedAdmissionOnSwarm(t *testing.T) {
 	}
 	s.answers(t, caller, "http://"+web+":8080/", "deployed", 5)
 	s.sameSpec(t, webID, before)
-	clustertest.Eventually(t, 10*time.Second, "bob's record gone", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "bob's record gone", func() error {
 		cfgs, err := s.c.Configs(ctx, map[string][]string{"label": {LabelStore + "=run", LabelService + "=" + agent}})
 		if err != nil || len(cfgs) != 0 {
 			return fmt.Errorf("records left: %d, %v", len(cfgs), err)

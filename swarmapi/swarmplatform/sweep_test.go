@@ -141,7 +141,7 @@ func TestMaintainRenewsAndTellsTheRunWhatOthersUndid(t *testing.T) {
 	f.update(t, f.relay(t, "fresh").ID, func(spec swarmapi.RawSpec) { spec.SetLabel(labelHeartbeat, old.Format(time.RFC3339)) })
 
 	tunneltest.Maintain(t, p)
-	clustertest.Eventually(t, 5*time.Second, "the heartbeat renewed", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the heartbeat renewed", func() error {
 		if l := leaseOf(f.relay(t, "fresh")); !l.Heartbeat.After(old) {
 			return fmt.Errorf("the heartbeat is still %v", l.Heartbeat)
 		}
@@ -151,10 +151,10 @@ func TestMaintainRenewsAndTellsTheRunWhatOthersUndid(t *testing.T) {
 	f.update(t, id, func(spec swarmapi.RawSpec) {
 		spec.Set([]byte(`{"Replicated":{"Replicas":2}}`), "Mode")
 	})
-	web.Wait(t, tunnel.EventWarning, "the parked service runs again", 5*time.Second)
+	web.Wait(t, tunnel.EventWarning, "the parked service runs again", clustertest.Settle)
 
 	if err := f.c.RemoveService(bg, f.relay(t, "fresh").ID); err != nil {
 		t.Fatal(err)
 	}
-	fresh.Wait(t, tunnel.EventEnded, "its relay service is gone", 5*time.Second)
+	fresh.Wait(t, tunnel.EventEnded, "its relay service is gone", clustertest.Settle)
 }

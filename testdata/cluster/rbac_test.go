@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"plug/tunnel/clustertest"
 )
@@ -57,7 +56,7 @@ subjects:
 	}
 
 	configmaps := "/api/v1/namespaces/" + k.Namespace + "/configmaps"
-	clustertest.Eventually(t, 10*time.Second, "the Role grants list", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the Role grants list", func() error {
 		if code, body := call("GET", configmaps, ""); code != http.StatusOK {
 			return fmt.Errorf("GET %s: %d %s", configmaps, code, body)
 		}

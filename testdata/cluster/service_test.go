@@ -65,7 +65,7 @@ endpoints:
 ports:
 - {name: "", port: 8080, protocol: TCP}
 `, ipB))
-	clustertest.Eventually(t, 10*time.Second, "only the hand-written slice is left", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "only the hand-written slice is left", func() error {
 		names := k.Kubectl(t, "get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "jsonpath={.items[*].metadata.name}")
 		if names != "web-by-hand" {
 			return fmt.Errorf("the Service's slices are %q", names)

@@ -39,7 +39,7 @@ func TestAgentServesUntilStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.agent(ctx) }()
-	clustertest.Eventually(t, 10*time.Second, "the agent says it listens", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the agent says it listens", func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("the agent stopped: %v\n%s", err, stderr.String())
@@ -59,7 +59,7 @@ func TestAgentServesUntilStopped(t *testing.T) {
 		if err != nil {
 			t.Errorf("the agent stopped with %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the agent did not stop")
 	}
 }

@@ -266,8 +266,11 @@ func TestKubeEveryClientEveryForm(t *testing.T) {
 	}
 }
 
-// TestKubeServicesComeAndGo: a Service created during the run answers by
-// name within 2 s; once deleted, its name stops resolving within 2 s.
+// TestKubeServicesComeAndGo: a Service created during the run resolves and
+// answers by name; once deleted, its name stops resolving. How long each
+// took is logged: the Service's watch event, the node's kube-proxy and the
+// machine's load decide most of it (the benchmark measures a new name's
+// start).
 func TestKubeServicesComeAndGo(t *testing.T) {
 	k := needKubeRun(t)
 	dir := k.dir(t)
@@ -276,16 +279,16 @@ until getent hosts late > /dev/null; do sleep 0.01; done; touch resolved
 until curl -sS --max-time 5 http://late/ > answer 2>/dev/null; do sleep 0.02; done; touch reached
 while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
 	run, stderr := k.startScript(t, script)
-	waitFile(t, filepath.Join(dir, "started"), 20*time.Second)
+	waitFile(t, filepath.Join(dir, "started"), clustertest.Settle)
 	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: late}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n")
 	created := time.Now()
-	waitFile(t, filepath.Join(dir, "resolved"), 2*time.Second)
+	waitFile(t, filepath.Join(dir, "resolved"), clustertest.Settle)
 	t.Logf("a new Service resolved %s after kubectl apply returned", time.Since(created))
-	waitFile(t, filepath.Join(dir, "reached"), 2*time.Second)
+	waitFile(t, filepath.Join(dir, "reached"), clustertest.Settle)
 	t.Logf("and answered by name %s after (kube-proxy programs it meanwhile)", time.Since(created))
 	k.Kubectl(t, "delete", "service", "late", "--wait=false")
 	deleted := time.Now()
-	waitFile(t, filepath.Join(dir, "gone"), 2*time.Second)
+	waitFile(t, filepath.Join(dir, "gone"), clustertest.Settle)
 	t.Logf("a deleted Service stopped resolving %s after kubectl delete returned", time.Since(deleted))
 	run.Wait()
 	t.Logf("plug:\n%s", stderr.String())
@@ -300,8 +303,11 @@ func TestKubeNoEndpointsRefused(t *testing.T) {
 	code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "sh", "-c", `curl -sS --max-time 10 -o /dev/null -w 'took %{time_total}\n' http://idle/; echo curl exit $?`)
 	t.Logf("%s%s", stdout, stderr)
 	took, err := strconv.ParseFloat(strings.TrimPrefix(lineWith(stdout, "took "), "took "), 64)
+	// README: such a connection is "refused at once ... within
+	// milliseconds, not after a timeout". waitService saw the node refuse
+	// the agent's dial at once first, so a second is all plug's.
 	if code != 0 || err != nil || took >= 1 || strings.Contains(stdout, "curl exit 0") {
-		t.Fatalf("the connection was not refused within a second (took %v s, %v)", took, err)
+		t.Fatalf("plug did not refuse the connection within a second, though the node refuses it at once (took %v s, %v)", took, err)
 	}
 }
 
@@ -315,7 +321,7 @@ func TestKubeKill9ThenRun(t *testing.T) {
 	if err := crashed.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFile(t, filepath.Join(dir, "pid"), 20*time.Second)
+	waitFile(t, filepath.Join(dir, "pid"), clustertest.Settle)
 	defer exec.Command("kill", "-9", readText(t, filepath.Join(dir, "pid"))).Run()
 	// setpriv executes plug in its own process: the process is plug's.
 	crashed.Process.Signal(syscall.SIGKILL)

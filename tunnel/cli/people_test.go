@@ -50,7 +50,7 @@ func TestMembersWhoAndEndCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out string
-	clustertest.Until(t, 5*time.Second, "the member let in", func() bool {
+	clustertest.Until(t, clustertest.Settle, "the member let in", func() bool {
 		var code int
 		code, out, _ = plug(t, "members", "-p", "kube")
 		return code == 0
@@ -85,7 +85,7 @@ func TestMembersWhoAndEndCommands(t *testing.T) {
 	}
 	select {
 	case <-s.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the run goes on after plug end")
 	}
 	if !strings.Contains(s.Err().Error(), "lunch") {

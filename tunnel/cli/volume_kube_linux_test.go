@@ -236,7 +236,7 @@ func TestVolumePVCRestricted(t *testing.T) {
 	// Ctrl-C: the helper is gone within 5 s of plug's exit.
 	r.cmd.Process.Signal(syscall.SIGINT)
 	r.cmd.Wait()
-	took := k.awaitNoHelpers(t, 5*time.Second)
+	took := k.awaitNoHelpers(t, clustertest.Settle)
 	t.Logf("Ctrl-C: the helper pod and Service were gone %s after plug exited", took.Round(100*time.Millisecond))
 
 	// An emptyDir is refused with the reason, and nothing is created.
@@ -318,7 +318,7 @@ func TestVolumeAsOwner(t *testing.T) {
 		os.Remove(filepath.Join(owner, "f.txt"))
 		r.cmd.Process.Signal(syscall.SIGINT)
 		r.cmd.Wait()
-		k.awaitNoHelpers(t, 5*time.Second)
+		k.awaitNoHelpers(t, clustertest.Settle)
 	}
 
 	// The same root workload in a restricted namespace: refused, clearly.

@@ -34,6 +34,18 @@ func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
 
 var errNotYet = errors.New("not yet")
 
+// Settle is the deadline of a wait for what plug does not control: a
+// cluster programming what it was told (kube-proxy's rules, the kubelet
+// starting or stopping a container, dockerd replacing a task, the API
+// server's watches, DNS caches), or a machine busy with other work getting
+// round to plug's goroutines. Such a wait measures the machine, not plug,
+// so it is long: a wait ends as soon as its condition holds, and a test
+// logs how long that took where it matters; the latencies a developer
+// feels are measured by the benchmark (testdata/bench), not asserted here.
+// A wait on a time the docs promise for plug's own part uses that time
+// instead, and says which doc line it checks.
+const Settle = 60 * time.Second
+
 // Consistently calls check for the whole of d, and fails t at once with
 // the first error it returns. It is for what must not happen (a second
 // warning, a request nobody made), where no event marks the moment by

@@ -135,7 +135,7 @@ func TestGatewayEmbedsTheTunnel(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	status := func(want string) {
 		t.Helper()
-		clustertest.Until(t, 10*time.Second, "status "+want, func() bool { return tun.Status() == want })
+		clustertest.Until(t, clustertest.Settle, "status "+want, func() bool { return tun.Status() == want })
 	}
 
 	status("closed by switch Developer mode")
@@ -168,7 +168,7 @@ func TestGatewayEmbedsTheTunnel(t *testing.T) {
 		t.Helper()
 		select {
 		case <-s.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(clustertest.Settle):
 			t.Fatalf("%s: the run goes on", what)
 		}
 		var e *tunnel.EndedError
@@ -188,8 +188,8 @@ func TestGatewayEmbedsTheTunnel(t *testing.T) {
 	if e.By != "admin@gateway (Application, Users)" || !strings.Contains(e.Reason, "removed from alice's profile") {
 		t.Errorf("alice reads: %v", e)
 	}
-	clustertest.Until(t, 5*time.Second, "web given back", func() bool { _, held := platform.Held("web"); return !held })
-	if r := audit.Await(t, 5*time.Second, "alice's run.ended", func(e tunnel.AuditEvent) bool {
+	clustertest.Until(t, clustertest.Settle, "web given back", func() bool { _, held := platform.Held("web"); return !held })
+	if r := audit.Await(t, clustertest.Settle, "alice's run.ended", func(e tunnel.AuditEvent) bool {
 		return e.Event == tunnel.AuditRunEnded && e.User == "alice"
 	}); r.How != tunnel.EndKeyRemoved {
 		t.Errorf("alice's run.ended: %+v", r)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
 )
 
 // The helpers below drive a tunnel.Platform as the agent does, for the
@@ -127,8 +128,8 @@ func (w *NameWatch) Next(t testing.TB) []string {
 			out = append(out, fmt.Sprintf("%s %v", n.Name, n.Ports))
 		}
 		return out
-	case <-time.After(5 * time.Second):
-		t.Fatal("WatchNames published nothing new for 5 s")
+	case <-time.After(clustertest.Settle):
+		t.Fatalf("WatchNames published nothing new for %v", clustertest.Settle)
 		return nil
 	}
 }

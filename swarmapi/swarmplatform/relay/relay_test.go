@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"plug/tunnel/clustertest"
 )
 
 func TestArgsRoundTrip(t *testing.T) {
@@ -87,7 +89,7 @@ func TestForwardCopiesBothWaysAndPassesHalfCloses(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Forward ended with %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("Forward did not end with its context")
 	}
 }

@@ -76,7 +76,7 @@ func startPlug(t *testing.T, script string, env ...string) *exec.Cmd {
 func pidIn(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	clustertest.Until(t, 10*time.Second, path+" to hold a process id", func() bool {
+	clustertest.Until(t, clustertest.Settle, path+" to hold a process id", func() bool {
 		b, err := os.ReadFile(path)
 		n, perr := strconv.Atoi(strings.TrimSpace(string(b)))
 		pid = n
@@ -97,11 +97,13 @@ func running(pid int) bool {
 }
 
 // allGone waits until none of pids runs, failing the test if some still
-// do within limit; it returns how long that took.
+// do within limit; it returns how long that took. The callers' limit is
+// README's promise for the lifeline, plug's own part: CMD and what it
+// started end "within a second" of plug's end.
 func allGone(t *testing.T, limit time.Duration, pids map[string]int) time.Duration {
 	t.Helper()
 	start := time.Now()
-	clustertest.Eventually(t, limit, "all of them gone", func() error {
+	clustertest.Eventually(t, limit, "the lifeline to end all of them", func() error {
 		var left []string
 		for what, pid := range pids {
 			if running(pid) {
@@ -179,7 +181,7 @@ func TestSignalsReachTheCommand(t *testing.T) {
 	go func() { plug.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(clustertest.Settle):
 		t.Fatal("the command did not end within 10 s of the forwarded SIGTERM")
 	}
 	if got := plug.ProcessState.ExitCode(); got != 3 {
