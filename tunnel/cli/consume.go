@@ -79,6 +79,10 @@ type listenKey struct {
 // closer is a listener of a name's port: *portListener or *udpListener.
 type closer interface{ close() }
 
+// newResolver is the resolver of this system (a variable for the tests,
+// which give a run a hosts file of their own on any system).
+var newResolver = localnames.NewResolver
+
 // consume sets up the names of every session of the run, waiting a moment
 // for the agents' first catalogs, and keeps them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
@@ -104,7 +108,7 @@ func (c *cli) consume(runs []*session) *consumer {
 	if store, err := keys.Home(); err == nil {
 		dir = store.Dir()
 	}
-	res, err := localnames.NewResolver(fmt.Sprintf("pid %d", os.Getpid()), dir, co.say)
+	res, err := newResolver(fmt.Sprintf("pid %d", os.Getpid()), dir, co.say)
 	if err != nil {
 		co.say(fmt.Sprintf("warning: cluster names will not resolve for the command: %v", err))
 		return co
@@ -230,7 +234,7 @@ func (co *consumer) reconcile() {
 			notes = append(notes, co.prefix(p.name)+note)
 		}
 	}
-	plan := localnames.PlanHosts(profiles, co.reserved, localnames.SharedHostsFile)
+	plan := localnames.PlanHosts(profiles, co.reserved, co.res.Shared())
 	notes = append(notes, plan.Notes...)
 
 	keys := slices.SortedFunc(maps.Keys(plan.Hosts), func(a, b localnames.Key) int {

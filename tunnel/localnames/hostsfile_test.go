@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // hosts file at path workerEdits times, saying each edit on stdout, then
 // removes its block.
 func hostsWorker(path string) int {
-	r, err := newFileResolver(path, path+".backup-"+strconv.Itoa(os.Getpid()), os.Getpid(), processAlive, func(string) {})
+	r, err := NewHostsFileResolver(path, path+".backup-"+strconv.Itoa(os.Getpid()), os.Getpid(), func(string) {})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -186,7 +186,7 @@ func TestHostsFileManyRuns(t *testing.T) {
 				t.Fatalf("the killed run's block is not last in the file, or the user's lines changed: %d blocks", len(h.blocks))
 			}
 			var told []string
-			next, err := newFileResolver(path, filepath.Join(t.TempDir(), BackupName), os.Getpid(), processAlive, func(s string) { told = append(told, s) })
+			next, err := NewHostsFileResolver(path, filepath.Join(t.TempDir(), BackupName), os.Getpid(), func(s string) { told = append(told, s) })
 			if err != nil {
 				t.Fatal(err)
 			}

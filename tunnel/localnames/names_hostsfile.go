@@ -17,7 +17,6 @@ type fileResolver struct {
 	path   string // the hosts file
 	backup string // the user's lines of it, kept before the run's first change
 	pid    int    // the run's process, which names its block
-	alive  func(pid int) bool
 	say    func(string)
 
 	mu       sync.Mutex
@@ -29,10 +28,13 @@ type fileResolver struct {
 // a run's first change, and before any change that moves them.
 const BackupName = "hosts.plug-backup"
 
-// newFileResolver removes what crashed runs left in the hosts file at
-// path, and checks that it may be written.
-func newFileResolver(path, backup string, pid int, alive func(int) bool, say func(string)) (*fileResolver, error) {
-	r := &fileResolver{path: path, backup: backup, pid: pid, alive: alive, say: say}
+// NewHostsFileResolver is the resolver of a run, of process pid, that
+// keeps its names in a block of the hosts file at path: it removes what
+// crashed runs left there (which it says), and checks that the file may
+// be written. backup is where the file's own lines are kept (BackupName).
+// macOS and Windows use it on the machine's hosts file (NewResolver).
+func NewHostsFileResolver(path, backup string, pid int, say func(string)) (Resolver, error) {
+	r := &fileResolver{path: path, backup: backup, pid: pid, say: say}
 	if _, err := r.edit(func(*hostsContent) {}); err != nil {
 		return nil, err
 	}
@@ -63,6 +65,9 @@ func (r *fileResolver) Update(lines []HostLine) (map[string]int, error) {
 
 func (r *fileResolver) Start(cmd *exec.Cmd) error { return cmd.Start() }
 
+// Shared is true: every run on the machine has a block in the file.
+func (r *fileResolver) Shared() bool { return true }
+
 // Close removes the run's block.
 func (r *fileResolver) Close() error {
 	_, err := r.Update(nil)
@@ -84,7 +89,7 @@ func (r *fileResolver) edit(change func(*hostsContent)) ([]byte, error) {
 			return err
 		}
 		h := parseHosts(old)
-		gone := h.dropBlocks(func(pid int) bool { return pid == r.pid || r.alive(pid) })
+		gone := h.dropBlocks(func(pid int) bool { return pid == r.pid || processAlive(pid) })
 		change(&h)
 		content = h.render()
 		keep := commonPrefix(old, content)

@@ -59,9 +59,6 @@ type nsResolver struct {
 	written []byte   // what it holds
 }
 
-// SharedHostsFile is false: each run's names are its own programs'.
-const SharedHostsFile = false
-
 // NewResolver checks, by running the helper once, that this machine lets
 // plug give CMD a private /etc/hosts. label names the run in the file;
 // the developer's plug directory (where macOS and Windows keep a backup of
@@ -122,6 +119,9 @@ func UserNamespaceAdvice() string {
 }
 
 // Update rewrites the file CMD sees, once it has started.
+// Shared is false: the file is the run's own.
+func (r *nsResolver) Shared() bool { return false }
+
 // Nothing is held by other runs: the file is the run's own.
 func (r *nsResolver) Update(lines []HostLine) (map[string]int, error) {
 	r.mu.Lock()

@@ -8,15 +8,11 @@ import (
 	"path/filepath"
 )
 
-// SharedHostsFile is true: runs share the machine's hosts file, and a
-// host name two runs publish is answered by the first (hostsblock.go).
-const SharedHostsFile = true
-
 // NewResolver repairs what crashed runs left in the hosts file, and checks
 // that the file may be written. dir is the developer's plug directory,
 // where the hosts file's own lines are backed up (BackupName).
 func NewResolver(_, dir string, say func(string)) (Resolver, error) {
-	return newFileResolver(HostsPath, filepath.Join(dir, BackupName), os.Getpid(), processAlive, say)
+	return NewHostsFileResolver(HostsPath, filepath.Join(dir, BackupName), os.Getpid(), say)
 }
 
 // Helper is the names helper of Linux, which other systems do not need:

@@ -35,7 +35,7 @@ type Plan struct {
 // with -p, and every name also answers as NAME.PROFILE, so the others stay
 // reachable: the clash is told in the notes. qualified gives every name
 // NAME.PROFILE with one profile too: where runs share the hosts file
-// (SharedHostsFile), another run may hold the other forms. Forms that are
+// (Resolver.Shared), another run may hold the other forms. Forms that are
 // not valid host names, and those that would hide this machine's own
 // names, are left out with a note.
 func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {

@@ -17,8 +17,13 @@ const HelperArg = "__plug-names"
 
 // Resolver makes the run's names resolve for the programs it starts.
 type Resolver interface {
+	// Shared reports whether other runs publish their names where the
+	// run does (the machine's hosts file of macOS and Windows): a host
+	// name several runs publish is answered by the one that published it
+	// first, and each name should also answer as NAME.PROFILE.
+	Shared() bool
 	// Update makes lines the run's names, replacing those before. Where
-	// runs share the machine's hosts file (SharedHostsFile), a host name
+	// runs share the hosts file (Shared), a host name
 	// of lines that another run published first is answered by that run:
 	// the result holds each such name with that run's process id.
 	Update(lines []HostLine) (map[string]int, error)
