@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -97,4 +98,33 @@ func readHosts(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// failingResolver cannot make names resolve: its Update fails.
+type failingResolver struct{}
+
+func (failingResolver) Shared() bool              { return false }
+func (failingResolver) Start(cmd *exec.Cmd) error { return cmd.Start() }
+func (failingResolver) Close() error              { return nil }
+func (failingResolver) Update([]localnames.HostLine) (map[string]int, error) {
+	return nil, errors.New("the disk is full")
+}
+
+// TestNoNamesReachedWhenTheyDoNotResolve: when the names could not be
+// made to resolve, the run says so, and does not say that the command
+// reaches them.
+func TestNoNamesReachedWhenTheyDoNotResolve(t *testing.T) {
+	system := newResolver
+	newResolver = func(string, string, func(string)) (localnames.Resolver, error) { return failingResolver{}, nil }
+	t.Cleanup(func() { newResolver = system })
+	c := newCluster(t, useHome(t), "shop")
+	c.platform.SetNames(k8sName("web", "shop", 18080), k8sName("db", "shop", 15432))
+	code, _, stderr := runPlug(t, "-p", "shop", "-c", "--", "true")
+	t.Logf("stderr:\n%s", stderr)
+	if code != 0 || !strings.Contains(stderr, "warning: the cluster names could not be updated: the disk is full") {
+		t.Fatalf("exit %d; the failure was not told", code)
+	}
+	if strings.Contains(stderr, "the command reaches") {
+		t.Fatal("the run said the command reaches names that do not resolve")
+	}
 }
