@@ -116,7 +116,7 @@ func (r *fileResolver) edit(change func(*hostsContent)) ([]byte, error) {
 		return nil
 	})
 	if os.IsPermission(err) {
-		return nil, fmt.Errorf("cannot write %s: run plug setup once as an administrator (%s); it lets you change it", r.path, SetupHow)
+		return nil, fmt.Errorf("cannot write %s: your account may not; prepare this machine once with %s, which lets it", r.path, SetupHow)
 	}
 	return content, err
 }

@@ -7,7 +7,7 @@ import (
 
 // SetupHow is how plug setup, which prepares this machine for the names
 // once, is run here.
-const SetupHow = "plug setup, in a Git Bash started as an administrator (with --user ACCOUNT, the account that runs plug, when the administrator is another account)"
+const SetupHow = "plug setup, from a Git Bash started as an administrator (plug setup --user ACCOUNT when the account that runs plug is not that administrator)"
 
 // HostsPath is the machine's hosts file.
 var HostsPath = filepath.Join(systemRoot(), "System32", "drivers", "etc", "hosts")
