@@ -114,6 +114,9 @@ func (c *cli) consume(runs []*session) *consumer {
 		return co
 	}
 	co.res, co.pool = res, localnames.NewPool()
+	if res.Shared() {
+		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
+	}
 	co.awaitCatalogs()
 	co.reconcile()
 	for _, p := range co.profiles {

@@ -86,6 +86,11 @@ func TestTwoRunsPublishOneName(t *testing.T) {
 	if strings.Contains(a.stderr, "another plug run") {
 		t.Error("the first run was told that another run answers its names")
 	}
+	for _, out := range []string{a.stderr, stderr} {
+		if strings.Count(out, "a host name several runs publish reaches the cluster of the run that published it first") != 1 {
+			t.Errorf("a run did not say once which run answers a shared name:\n%s", out)
+		}
+	}
 	if after := readHosts(t, hosts); after != machine {
 		t.Fatalf("the hosts file is not the machine's again after both runs:\n%q", after)
 	}

@@ -28,14 +28,20 @@ import (
 const lockWait = 10 * time.Second
 
 // withLockedFile opens path for reading and writing, holds its lock while
-// do runs, and closes it.
+// do runs, and closes it. A file another program has open without sharing
+// it (on Windows, a virus scanner reading it) is waited for like the lock.
 func withLockedFile(path string, do func(f *os.File) error) error {
+	deadline := time.Now().Add(lockWait)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	for pause := time.Millisecond; isBusy(err) && time.Now().Before(deadline); pause = min(2*pause, 10*time.Millisecond) {
+		time.Sleep(pause)
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := lockFile(f, lockWait); err != nil {
+	if err := lockFile(f, time.Until(deadline)); err != nil {
 		return err
 	}
 	defer unlockFile(f)

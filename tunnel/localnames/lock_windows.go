@@ -22,6 +22,10 @@ func tryLock(f *os.File) (bool, error) {
 	return err == nil, err
 }
 
+// isBusy reports whether a file could not be opened because another
+// program has it open and does not share it.
+func isBusy(err error) bool { return errors.Is(err, windows.ERROR_SHARING_VIOLATION) }
+
 // unlockFile gives f's lock back.
 func unlockFile(f *os.File) {
 	ol := lockedRange
