@@ -218,3 +218,48 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestHostsFileBackup: before a run's first change, and before a change
+// that moves lines of the user's (added below the blocks), the file's own
+// lines are written to the backup; the moved lines come through.
+func TestHostsFileBackup(t *testing.T) {
+	dir := t.TempDir()
+	path, backup := filepath.Join(dir, "hosts"), filepath.Join(dir, ".plug", BackupName)
+	user := "127.0.0.1 localhost\r\n10.1.2.3 intranet.example"
+	if err := os.WriteFile(path, []byte(user), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewHostsFileResolver(path, backup, os.Getpid(), func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(backup); !os.IsNotExist(err) {
+		t.Fatalf("a backup was written before any change: %v", err)
+	}
+	if _, err := r.Update(hostLines("127.64.0.1", "web")); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(readFile(t, backup)); got != user {
+		t.Fatalf("backup %q, want %q", got, user)
+	}
+	added := "10.9.9.9 added-below\r\n"
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(added)
+	f.Close()
+	if _, err := r.Update(hostLines("127.64.0.2", "web")); err != nil {
+		t.Fatal(err)
+	}
+	want := user + "\r\n" + added
+	if got := string(readFile(t, backup)); got != want {
+		t.Fatalf("after lines were added below the block, backup %q, want %q", got, want)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(readFile(t, path)); got != want {
+		t.Fatalf("after the run, the file is %q, want %q", got, want)
+	}
+}

@@ -35,7 +35,7 @@ const BackupName = "hosts.plug-backup"
 // macOS and Windows use it on the machine's hosts file (NewResolver).
 func NewHostsFileResolver(path, backup string, pid int, say func(string)) (Resolver, error) {
 	r := &fileResolver{path: path, backup: backup, pid: pid, say: say}
-	if _, err := r.edit(func(*hostsContent) {}); err != nil {
+	if err := r.edit(func(*hostsContent) {}); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -46,7 +46,7 @@ func NewHostsFileResolver(path, backup string, pid int, say func(string)) (Resol
 // are returned, each with that run's process.
 func (r *fileResolver) Update(lines []HostLine) (map[string]int, error) {
 	var held map[string]int
-	_, err := r.edit(func(h *hostsContent) {
+	err := r.edit(func(h *hostsContent) {
 		h.setBlock(r.pid, lines)
 		before := h.heldBefore(r.pid)
 		for _, l := range lines {
@@ -75,14 +75,12 @@ func (r *fileResolver) Close() error {
 }
 
 // edit changes the file as change says, under its lock, having removed
-// the blocks of runs whose process is gone (which it says), and returns
-// the new content. The user's lines are backed up before the run's first
+// the blocks of runs whose process is gone (which it says). The user's lines are backed up before the run's first
 // change, and before a change that writes over them (only when lines were
 // added after the blocks, which a change moves before them).
-func (r *fileResolver) edit(change func(*hostsContent)) ([]byte, error) {
+func (r *fileResolver) edit(change func(*hostsContent)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var content []byte
 	err := withLockedFile(r.path, func(f *os.File) error {
 		old, err := readFrom(f)
 		if err != nil {
@@ -91,7 +89,7 @@ func (r *fileResolver) edit(change func(*hostsContent)) ([]byte, error) {
 		h := parseHosts(old)
 		gone := h.dropBlocks(func(pid int) bool { return pid == r.pid || processAlive(pid) })
 		change(&h)
-		content = h.render()
+		content := h.render()
 		keep := commonPrefix(old, content)
 		if keep == len(old) && keep == len(content) {
 			return nil
@@ -116,9 +114,9 @@ func (r *fileResolver) edit(change func(*hostsContent)) ([]byte, error) {
 		return nil
 	})
 	if os.IsPermission(err) {
-		return nil, fmt.Errorf("cannot write %s: your account may not; prepare this machine once with %s, which lets it", r.path, SetupHow)
+		return fmt.Errorf("cannot write %s: your account may not; prepare this machine once with %s, which lets it", r.path, SetupHow)
 	}
-	return content, err
+	return err
 }
 
 // lineStart is the start of the line of content that holds position at,
