@@ -29,7 +29,7 @@ const maxTries = 256
 var errPoolExhausted = errors.New("every loopback address plug tried for a cluster name is taken: " + claimHolders +
 	"; end the plug runs you no longer need (a run frees its addresses when it ends), then run again")
 
-// Take claims the next free address of the pool.
+// Take claims the next free address of the pool, trying at most maxTries.
 func (p *Pool) Take() (netip.Addr, error) {
 	for range maxTries {
 		addr, ok := p.next()
