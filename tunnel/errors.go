@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 )
 
 // UnreachableError says the agent could not be reached at all.
@@ -60,8 +61,17 @@ func (e *HostKeyError) Error() string {
 		"If the cluster admin confirms a new key, pin it deliberately:\n"+
 		"  plug profile add %s --host %s --port %s --host-key 'ssh-ed25519 AAAA...' --force   (the key the admin gives you)\n"+
 		"or re-run the installer:\n"+
-		"  ssh -p %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null get@%s install | sh -s -- %s %s",
-		e.Addr, e.Offered, e.Pinned, profile, host, port, port, host, host, port)
+		"  ssh -n -p %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null get@%s %s -s -- %s %s",
+		e.Addr, e.Offered, e.Pinned, profile, host, port, port, host, installerPipe(), host, port)
+}
+
+// installerPipe is how this system runs the installer: Git Bash on
+// Windows runs its own.
+func installerPipe() string {
+	if runtime.GOOS == "windows" {
+		return "install-windows | bash"
+	}
+	return "install | sh"
 }
 
 // AuthError says the agent refused the developer's key.

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"plug/keys"
 	"plug/tunnel"
 	"plug/tunnel/localnames"
 )
@@ -78,6 +79,10 @@ type listenKey struct {
 // closer is a listener of a name's port: *portListener or *udpListener.
 type closer interface{ close() }
 
+// newResolver is the resolver of this system (a variable for the tests,
+// which give a run a hosts file of their own on any system).
+var newResolver = localnames.NewResolver
+
 // consume sets up the names of every session of the run, waiting a moment
 // for the agents' first catalogs, and keeps them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
@@ -99,12 +104,19 @@ func (c *cli) consume(runs []*session) *consumer {
 	for _, r := range runs {
 		co.profiles = append(co.profiles, consumedProfile{name: r.profile.Name, session: r.tunnel})
 	}
-	res, err := localnames.NewResolver(fmt.Sprintf("pid %d", os.Getpid()), co.say)
+	var dir string // where the hosts file is backed up (macOS, Windows)
+	if store, err := keys.Home(); err == nil {
+		dir = store.Dir()
+	}
+	res, err := newResolver(fmt.Sprintf("pid %d", os.Getpid()), dir, co.say)
 	if err != nil {
 		co.say(fmt.Sprintf("warning: cluster names will not resolve for the command: %v", err))
 		return co
 	}
 	co.res, co.pool = res, localnames.NewPool()
+	if res.Shared() {
+		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
+	}
 	co.awaitCatalogs()
 	co.reconcile()
 	for _, p := range co.profiles {
@@ -225,7 +237,7 @@ func (co *consumer) reconcile() {
 			notes = append(notes, co.prefix(p.name)+note)
 		}
 	}
-	plan := localnames.PlanHosts(profiles, co.reserved)
+	plan := localnames.PlanHosts(profiles, co.reserved, co.res.Shared())
 	notes = append(notes, plan.Notes...)
 
 	keys := slices.SortedFunc(maps.Keys(plan.Hosts), func(a, b localnames.Key) int {
@@ -235,6 +247,7 @@ func (co *consumer) reconcile() {
 		return strings.Compare(a.Name, b.Name)
 	})
 	var lines []localnames.HostLine
+	var placed []localnames.Key // the name of each line
 	want := map[listenKey]bool{}
 	for _, k := range keys {
 		addr, ok := co.addrs[k]
@@ -247,6 +260,7 @@ func (co *consumer) reconcile() {
 			co.addrs[k] = addr
 		}
 		lines = append(lines, localnames.HostLine{Addr: addr, Names: plan.Hosts[k]})
+		placed = append(placed, k)
 		for _, port := range byKey[k].Ports {
 			want[listenKey{k, port, false}] = true
 		}
@@ -256,11 +270,53 @@ func (co *consumer) reconcile() {
 	}
 	notes = append(notes, co.openListeners(want)...)
 	co.lines = lines
-	if err := co.res.Update(lines); err != nil {
+	held, err := co.res.Update(lines)
+	if err != nil {
 		notes = append(notes, fmt.Sprintf("warning: the cluster names could not be updated: %v", err))
 	}
+	var reached []localnames.Key // the names the command reaches by a name of their own
+	for i, k := range placed {
+		note, own := co.heldNote(k, lines[i].Names, held)
+		if note != "" {
+			notes = append(notes, note)
+		}
+		if own {
+			reached = append(reached, k)
+		}
+	}
 	co.tell(notes)
-	co.tellNames(keys)
+	if err == nil {
+		co.tellNames(reached)
+	}
+}
+
+// heldNote says which cluster the host names of name k that another run
+// on this machine published first reach (held, from the resolver): that
+// run's, not k's; own reports whether k keeps a host name of its own.
+func (co *consumer) heldNote(k localnames.Key, names []string, held map[string]int) (note string, own bool) {
+	var taken, kept []string
+	pids := map[int]bool{}
+	for _, n := range names {
+		if pid, ok := held[n]; ok {
+			taken, pids[pid] = append(taken, n), true
+		} else {
+			kept = append(kept, n)
+		}
+	}
+	if len(taken) == 0 {
+		return "", true
+	}
+	runs := make([]string, 0, len(pids))
+	for _, pid := range slices.Sorted(maps.Keys(pids)) {
+		runs = append(runs, strconv.Itoa(pid))
+	}
+	profile := co.profiles[k.Profile].name
+	reach := fmt.Sprintf("%s's %s is reached as %s", profile, k.Name, strings.Join(kept, ", "))
+	if len(kept) == 0 {
+		reach = fmt.Sprintf("%s's %s is not reachable by name while that run lasts", profile, k.Name)
+	}
+	return fmt.Sprintf("warning: %s: another plug run on this machine (process %s) published the name first, and it answers it, with its own cluster, not %s's; %s",
+		strings.Join(taken, ", "), strings.Join(runs, ", "), profile, reach), len(kept) > 0
 }
 
 // hosts is every name the run's programs reach, as NAME:ADDR, as of now.

@@ -372,7 +372,7 @@ func runProfiles(store keys.Store, given []string) ([]string, error) {
 
 // noProfilesYet tells where profiles come from.
 const noProfilesYet = `there are no profiles yet; the installer creates one:
-  ssh -p PORT get@HOST install | sh
+  ` + installerHint + `
 or add one by hand:
   plug profile add NAME --host HOST --port PORT --host-key 'ssh-ed25519 AAAA...'`
 

@@ -12,14 +12,21 @@ import (
 )
 
 // setupUsage is the usage of plug setup.
-const setupUsage = `Usage: plug setup [--undo]
+const setupUsage = `Usage: plug setup [--user ACCOUNT] [--undo]
 
 Prepares this machine once so that later plug runs need no privilege: the
 programs a run starts reach the cluster's names on the Services' own ports,
-80 and 443 included. The installer runs it; it asks for root (sudo) once.
-Each change is said as it is made, and running it again changes nothing.
+80 and 443 included. It needs root (sudo) on Linux and macOS, where the
+installer runs it from a terminal (it asks for your password once), and an
+administrator on Windows, where the installer only prints it: run it from a
+Git Bash started as an administrator. Each change is said as it is made,
+and running it again changes nothing.
 
-  --undo  removes exactly what plug setup added, and nothing else
+  --user ACCOUNT  (macOS, Windows) the account that may write the hosts file:
+                  the one that runs plug, when it is not the one setup runs as
+                  (default: the account that ran sudo on macOS; USERNAME, the
+                  account of the elevated Git Bash, on Windows)
+  --undo          removes exactly what plug setup added, and nothing else
 
 What it changes:
   Linux    the names live in a private /etc/hosts of each run (a user and mount
@@ -31,28 +38,32 @@ What it changes:
            (/etc/apparmor.d/plug).
   macOS    adds the loopback addresses 127.77.0.1-127.77.0.254 to lo0 at every
            boot (/Library/LaunchDaemons/dev.plug.loopback.plist), and lets you
-           write /etc/hosts (an ACL entry), where runs keep their names in a
-           block of their own.
-  Windows  lets you write the hosts file (an ACL entry), where runs keep their
-           names in a block of their own. Run it from a Git Bash started as
-           Administrator.
+           write /etc/hosts (an ACL entry on the file alone), where runs keep
+           their names in a block of their own.
+  Windows  lets you write the hosts file (an ACL entry on the file alone),
+           where runs keep their names in a block of their own.
 `
 
 // runSetup is plug setup.
 func runSetup(c *cli, args []string) error {
 	fs := flags("setup")
 	undo := fs.Bool("undo", false, "")
+	account := fs.String("user", "", "")
 	if err := c.parseFlags("setup", fs, args); err != nil {
 		return err
 	}
+	steps, err := machineSteps(*account)
+	if err != nil {
+		return err
+	}
 	if !isAdmin() {
-		return errors.New("plug setup changes this machine and needs root: " + localnames.SetupHow)
+		return errors.New("plug setup changes this machine and needs " + adminNeeded + ": " + localnames.SetupHow)
 	}
 	say := func(line string) { fmt.Fprintln(c.stdout, "plug setup: "+line) }
 	if *undo {
-		return runSteps(machineSteps(), say, setupStep.undo)
+		return runSteps(steps, say, setupStep.undo)
 	}
-	return runSteps(machineSteps(), say, setupStep.apply)
+	return runSteps(steps, say, setupStep.apply)
 }
 
 // setupStep is one change plug setup makes to the machine.

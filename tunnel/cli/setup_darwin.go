@@ -4,26 +4,35 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 
 	"plug/tunnel/localnames"
 )
 
-// machineSteps are the changes plug setup makes on macOS.
-func machineSteps() []setupStep {
+// machineSteps are the changes plug setup makes on macOS. The account
+// that may write /etc/hosts is account, else the one that ran sudo.
+func machineSteps(account string) ([]setupStep, error) {
+	access := hostsAccess{user: account, principal: account, named: account != "", state: "/Library/Application Support/plug/hosts-writer"}
+	if account == "" {
+		access.user, access.principal = os.Getenv("SUDO_USER"), os.Getenv("SUDO_USER")
+	} else if strings.Trim(account, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" || account[0] == '-' {
+		return nil, fmt.Errorf("--user %q is not an account name (letters, digits, '.', '_' and '-'): name the account that runs plug", account)
+	}
 	return []setupStep{
 		loopbackAliases{plist: "/Library/LaunchDaemons/" + aliasesLabel + ".plist"},
-		hostsAccess{user: os.Getenv("SUDO_USER"), state: "/Library/Application Support/plug/hosts-writer"},
-	}
+		access,
+	}, nil
 }
 
 // grantWrite and revokeWrite are the commands that add and remove the
-// developer's ACL entry on /etc/hosts.
-func grantWrite(user string) []string {
-	return []string{"/bin/chmod", "+a", "user:" + user + " allow write", localnames.HostsPath}
+// developer's ACL entry on /etc/hosts: the right to write its content,
+// which is all a run needs (hostsfile.go).
+func grantWrite(principal string) []string {
+	return []string{"/bin/chmod", "+a", "user:" + principal + " allow write", localnames.HostsPath}
 }
 
-func revokeWrite(user string) []string {
-	return []string{"/bin/chmod", "-a", "user:" + user + " allow write", localnames.HostsPath}
+func revokeWrite(principal string) []string {
+	return []string{"/bin/chmod", "-a", "user:" + principal + " allow write", localnames.HostsPath}
 }
 
 // aliasesLabel is the launchd job that adds the loopback aliases at boot.

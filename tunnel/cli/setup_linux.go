@@ -10,12 +10,16 @@ import (
 	"plug/tunnel/localnames"
 )
 
-// machineSteps are the changes plug setup makes on Linux.
-func machineSteps() []setupStep {
+// machineSteps are the changes plug setup makes on Linux, which grant no
+// account anything: account must be empty.
+func machineSteps(account string) ([]setupStep, error) {
+	if account != "" {
+		return nil, errors.New("--user names the account that may write the hosts file on macOS and Windows; plug setup on Linux grants no account anything: run it without --user")
+	}
 	return []setupStep{
 		lowPorts{conf: "/etc/sysctl.d/60-plug.conf", sysctl: "/proc/sys/net/ipv4/ip_unprivileged_port_start"},
 		userNamespaces{profile: "/etc/apparmor.d/plug", restricted: "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"},
-	}
+	}, nil
 }
 
 // lowPorts lets programs of every user listen on ports below 1024: the

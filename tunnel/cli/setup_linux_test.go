@@ -180,3 +180,12 @@ func keepMachine(t *testing.T) {
 		}
 	})
 }
+
+// TestSetupUserIsForHostsFiles: on Linux, plug setup grants no account
+// anything, and --user is refused with why, changing nothing.
+func TestSetupUserIsForHostsFiles(t *testing.T) {
+	code, stdout, stderr := runPlug(t, "setup", "--user", "bob")
+	if code == 0 || stdout != "" || !strings.Contains(stderr, "--user names the account that may write the hosts file on macOS and Windows; plug setup on Linux grants no account anything") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
+	}
+}

@@ -18,15 +18,23 @@ type Pool struct {
 	claims []io.Closer
 }
 
-// errPoolExhausted is returned when no candidate address is left.
-var errPoolExhausted = errors.New("every loopback address plug may use is taken by other runs")
+// maxTries bounds the addresses one Take tries: where every address
+// answers (Linux, Windows) the pool has 16,384×254 of them, and when
+// something holds them all (a UDP port Windows reserves makes every claim
+// fail), trying them all would take hours.
+const maxTries = 256
 
-// Take claims the next free address of the pool.
+// errPoolExhausted is returned when no candidate address is left, or
+// maxTries of them were claimed elsewhere.
+var errPoolExhausted = errors.New("every loopback address plug tried for a cluster name is taken: " + claimHolders +
+	"; end the plug runs you no longer need (a run frees its addresses when it ends), then run again")
+
+// Take claims the next free address of the pool, trying at most maxTries.
 func (p *Pool) Take() (netip.Addr, error) {
-	for {
+	for range maxTries {
 		addr, ok := p.next()
 		if !ok {
-			return netip.Addr{}, errPoolExhausted
+			break
 		}
 		claim, err := claimAddress(addr)
 		if errors.Is(err, errClaimedElsewhere) {
@@ -38,6 +46,7 @@ func (p *Pool) Take() (netip.Addr, error) {
 		p.claims = append(p.claims, claim)
 		return addr, nil
 	}
+	return netip.Addr{}, errPoolExhausted
 }
 
 // Close gives back every address of the pool.

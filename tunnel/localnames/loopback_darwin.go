@@ -18,3 +18,6 @@ func NewPool() *Pool { return rangePool(darwinPoolFirst, darwinPoolLast) }
 // claimAddress claims addr by binding UDP port claimPort on it; an alias
 // that is missing means plug setup has not been run.
 func claimAddress(addr netip.Addr) (io.Closer, error) { return claimByUDP(addr) }
+
+// claimHolders says what holds the addresses a run cannot claim.
+const claimHolders = "other plug runs, or other programs, hold UDP port 65535 on them (lsof -nP -iUDP:65535 lists them with their processes)"

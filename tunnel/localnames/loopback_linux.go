@@ -23,3 +23,6 @@ func claimAddress(addr netip.Addr) (io.Closer, error) {
 	}
 	return c, nil
 }
+
+// claimHolders says what holds the addresses a run cannot claim.
+const claimHolders = "other plug runs hold them (each claims its addresses with abstract sockets @plug/loopback/ADDRESS, which ss -xlp | grep plug/loopback lists with their processes)"

@@ -2,7 +2,9 @@ package localnames
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestLoopbackPoolsNeverShare: two runs walking the same addresses get
@@ -43,5 +45,40 @@ func TestBlockPoolStaysInItsRange(t *testing.T) {
 		if !ok || addr.Compare(lo) < 0 || addr.Compare(hi) > 0 || addr.As4()[3] == 0 || addr.As4()[3] == 255 {
 			t.Fatalf("address %s (%t) is outside 127.64.0.0/10 or a block's .1-.254", addr, ok)
 		}
+	}
+}
+
+// TestPoolTakeGivesUp: when every candidate address is taken, Take stops
+// within a second and says what holds the addresses and what to do,
+// however many candidates the pool has.
+func TestPoolTakeGivesUp(t *testing.T) {
+	first, last := netip.MustParseAddr("127.126.251.1"), netip.MustParseAddr("127.126.251.4")
+	holder := rangePool(first, last)
+	defer holder.Close()
+	for range 4 {
+		if _, err := holder.Take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := first
+	endless := &Pool{next: func() (netip.Addr, bool) { // the four taken ones, over and over
+		if addr = addr.Next(); addr.Compare(last) > 0 {
+			addr = first
+		}
+		return addr, true
+	}}
+	taken := make(chan error, 1)
+	go func() {
+		_, err := endless.Take()
+		taken <- err
+	}()
+	select {
+	case err := <-taken:
+		if err == nil || !strings.Contains(err.Error(), "every loopback address plug tried for a cluster name is taken: other plug runs hold them") ||
+			!strings.Contains(err.Error(), "end the plug runs you no longer need") {
+			t.Fatalf("Take said %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Take is still trying after a second")
 	}
 }

@@ -20,7 +20,7 @@ func claimByUDP(addr netip.Addr) (io.Closer, error) {
 	case IsAddrInUse(err):
 		return nil, errClaimedElsewhere
 	case isAddrNotAvailable(err):
-		return nil, claimError(addr, errors.New("the address is not configured on the loopback interface; run sudo plug setup once"))
+		return nil, claimError(addr, errors.New("the address is not configured on the loopback interface; run "+SetupHow+" once"))
 	case err != nil:
 		return nil, claimError(addr, err)
 	}

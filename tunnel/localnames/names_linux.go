@@ -60,8 +60,10 @@ type nsResolver struct {
 }
 
 // NewResolver checks, by running the helper once, that this machine lets
-// plug give CMD a private /etc/hosts.
-func NewResolver(label string, say func(string)) (Resolver, error) {
+// plug give CMD a private /etc/hosts. label names the run in the file;
+// the developer's plug directory (where macOS and Windows keep a backup of
+// the hosts file) is not needed here.
+func NewResolver(label, _ string, say func(string)) (Resolver, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 	defer cancel()
 	probe := exec.CommandContext(ctx, "/proc/self/exe", HelperArg, "probe")
@@ -117,14 +119,18 @@ func UserNamespaceAdvice() string {
 }
 
 // Update rewrites the file CMD sees, once it has started.
-func (r *nsResolver) Update(lines []HostLine) error {
+// Shared is false: the file is the run's own.
+func (r *nsResolver) Shared() bool { return false }
+
+// Nothing is held by other runs: the file is the run's own.
+func (r *nsResolver) Update(lines []HostLine) (map[string]int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lines = lines
 	if r.hosts == nil {
-		return nil
+		return nil, nil
 	}
-	return r.write()
+	return nil, r.write()
 }
 
 // write puts the names and the machine's hosts file into the file CMD

@@ -33,10 +33,12 @@ type Plan struct {
 // cluster uses (web, web.ns, web.ns.svc, web.ns.svc.cluster.local). With
 // several profiles, a host name two profiles have goes to the first given
 // with -p, and every name also answers as NAME.PROFILE, so the others stay
-// reachable: the clash is told in the notes. Forms that are not valid host
-// names, and those that would hide this machine's own names, are left out
-// with a note.
-func PlanHosts(profiles []Profile, reserved []string) Plan {
+// reachable: the clash is told in the notes. qualified gives every name
+// NAME.PROFILE with one profile too: where runs share the hosts file
+// (Resolver.Shared), another run may hold the other forms. Forms that are
+// not valid host names, and those that would hide this machine's own
+// names, are left out with a note.
+func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {
 	plan := Plan{Hosts: map[Key][]string{}}
 	owner := map[string]int{} // host name → profile index
 	type clash struct {
@@ -76,7 +78,7 @@ func PlanHosts(profiles []Profile, reserved []string) Plan {
 			}
 		}
 	}
-	if len(profiles) > 1 {
+	if len(profiles) > 1 || qualified {
 		for i, p := range profiles {
 			for _, n := range p.Names {
 				host := strings.ToLower(n.Name + "." + p.Name)

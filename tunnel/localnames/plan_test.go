@@ -19,7 +19,7 @@ func TestPlanHostsOneProfile(t *testing.T) {
 		{Name: "Shop_API", Aliases: []string{"api"}, Ports: []int{80}},
 		{Name: "bad name!", Ports: []int{80}},
 		k8sName("laptop", "shop", 22),
-	}}}, []string{"localhost", "laptop"})
+	}}}, []string{"localhost", "laptop"}, false)
 	want := map[Key][]string{
 		{0, "web"}:      {"web", "web.shop", "web.shop.svc", "web.shop.svc.cluster.local"},
 		{0, "Shop_API"}: {"shop_api", "api"},
@@ -42,7 +42,7 @@ func TestPlanHostsClash(t *testing.T) {
 	plan := PlanHosts([]Profile{
 		{Name: "prod", Names: []tunnel.ClusterName{k8sName("web", "shop", 80), k8sName("db", "shop", 5432)}},
 		{Name: "Staging", Names: []tunnel.ClusterName{k8sName("web", "shop", 8080), k8sName("cache", "infra", 6379)}},
-	}, nil)
+	}, nil, false)
 	if got := plan.Hosts[Key{0, "web"}]; !reflect.DeepEqual(got, []string{"web", "web.shop", "web.shop.svc", "web.shop.svc.cluster.local", "web.prod"}) {
 		t.Errorf("prod's web: %v", got)
 	}

@@ -17,8 +17,16 @@ const HelperArg = "__plug-names"
 
 // Resolver makes the run's names resolve for the programs it starts.
 type Resolver interface {
-	// Update makes lines the run's names, replacing those before.
-	Update(lines []HostLine) error
+	// Shared reports whether other runs publish their names where the
+	// run does (the machine's hosts file of macOS and Windows): a host
+	// name several runs publish is answered by the one that published it
+	// first, and each name should also answer as NAME.PROFILE.
+	Shared() bool
+	// Update makes lines the run's names, replacing those before. Where
+	// runs share the hosts file (Shared), a host name
+	// of lines that another run published first is answered by that run:
+	// the result holds each such name with that run's process id.
+	Update(lines []HostLine) (map[string]int, error)
 	// Start starts cmd so that it resolves the names.
 	Start(cmd *exec.Cmd) error
 	// Close removes what the resolver added to this machine, if anything.
