@@ -278,8 +278,11 @@ func (r *relay) pass(c net.Conn) {
 	if down {
 		return
 	}
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-	up, err := (&net.Dialer{}).DialContext(ctx, "tcp", r.target())
+	// The target is found (kubectl, on a machine maybe busy) before the
+	// dial's own deadline starts.
+	target := r.target()
+	ctx, cancel := context.WithTimeout(bg, clustertest.Settle)
+	up, err := (&net.Dialer{}).DialContext(ctx, "tcp", target)
 	cancel()
 	if err != nil {
 		return
