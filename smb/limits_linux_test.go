@@ -4,10 +4,12 @@ package smb_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // vmHWM is the peak resident memory of process pid, in bytes, as
@@ -125,5 +127,72 @@ func TestCompoundReadsMemory(t *testing.T) {
 	}
 	if want := fmt.Sprintf("responses %d ok %d bytes %d", n, n, n<<20); !strings.Contains(out, want) {
 		t.Fatalf("not every read was answered with its MiB (want %q):\n%s", want, out)
+	}
+}
+
+// TestIdleConnections opens 32 connections that never log on: a client
+// still logs on at once, all but the 8 newest idle ones are closed at
+// once, and those within the 10 s a connection has to log on.
+func TestIdleConnections(t *testing.T) {
+	s := startServer(t)
+	start := time.Now()
+	idle := make([]net.Conn, 32)
+	for i := range idle {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idle[i] = c
+	}
+	s.mustSmbclient(t, t.TempDir(), "ls")
+	loggedOn := time.Since(start)
+	// Each idle connection is closed: read sees it end.
+	closedAt := make([]time.Duration, len(idle))
+	for i, c := range idle {
+		c.SetReadDeadline(start.Add(60 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+			t.Fatalf("idle connection %d: still open after 60 s (%v)", i, err)
+		}
+		closedAt[i] = time.Since(start)
+	}
+	t.Logf("smbclient logged on after %v; the idle connections were closed after %v", loggedOn, closedAt)
+	for i, at := range closedAt {
+		if at > 20*time.Second {
+			t.Errorf("idle connection %d was closed after %v, not within the 10 s to log on", i, at)
+		}
+	}
+	if n := strings.Count(s.log.text(), "waiting to log on, it waited longest"); n < 24 {
+		t.Errorf("%d idle connections were closed to make room, not at least 24:\n%s", n, s.log.text())
+	}
+}
+
+// TestLoggedOnCap logs on 32 connections and keeps them: a 33rd logon is
+// refused with STATUS_REQUEST_NOT_ACCEPTED, and once one leaves, another
+// logs on.
+func TestLoggedOnCap(t *testing.T) {
+	s := startServer(t)
+	out := s.mustImpacket(t, `
+user, password = conn._SMBConnection._Session['UserCredentials'][:2]
+def logon():
+    c = SMBConnection('127.0.0.1', '127.0.0.1', sess_port=conn._sess_port)
+    c.login(user, password)
+    return c
+held = [conn] + [logon() for _ in range(31)]
+print('held', len(held))
+try:
+    logon()
+    print('33rd logged on')
+except SessionError as e:
+    print('33rd refused', e.getErrorString()[0])
+held.pop().close()
+held.append(logon())
+print('after one left', held[-1].listPath(share, '*')[0].get_longname())
+`)
+	if !strings.Contains(out, "held 32") || !strings.Contains(out, "33rd refused STATUS_REQUEST_NOT_ACCEPTED") || !strings.Contains(out, "after one left .") {
+		t.Fatalf("32 connections logged on, then a 33rd:\n%s", out)
+	}
+	if !strings.Contains(s.log.text(), "refused: 32 connections are logged on already") {
+		t.Errorf("the refused logon was not logged:\n%s", s.log.text())
 	}
 }
