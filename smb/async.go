@@ -64,7 +64,7 @@ func (op *asyncOp) complete(status uint32, body func([]byte) []byte) {
 		delete(c.pending, op.id)
 		c.mu.Unlock()
 		<-op.sent
-		out := getBuf(smallBuf)[:headroom]
+		out := c.srv.getBuf(smallBuf)[:headroom]
 		hdr := len(out)
 		out = append(out, make([]byte, wire.HeaderSize)...)
 		if body != nil {
@@ -93,7 +93,7 @@ func (op *asyncOp) complete(status uint32, body func([]byte) []byte) {
 			m.signer = op.sess.signer
 		}
 		c.send(&out, []outMsg{m}, enc)
-		putBuf(out)
+		c.srv.putBuf(out)
 	})
 }
 

@@ -22,7 +22,9 @@ type Config struct {
 	// AllowUnsigned lets a client that does not ask for signing run an
 	// unsigned session. By default every session is signed.
 	AllowUnsigned bool
-	// MaxConns caps the connections served at once; default 32.
+	// MaxConns caps the connections logged in at once; default 32. (Those
+	// not yet logged in have a cap of their own, 8: see the package
+	// documentation.)
 	MaxConns int
 	// Logf receives one line per session and per refused logon (never a
 	// file's name or contents); nil discards them.

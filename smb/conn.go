@@ -42,6 +42,11 @@ type conn struct {
 	cipher         uint16 // 0: no encryption
 	preauth        [64]byte
 
+	// Guarded by srv.mu: where the connection stands in the server's
+	// counts, and since when it is counted.
+	phase int
+	since time.Time
+
 	credits credits
 	ioSlots chan struct{}
 	work    sync.WaitGroup // reads, writes and async operations under way
@@ -88,9 +93,9 @@ func (c *conn) serve() {
 			}
 			return
 		}
-		buf := getBuf(n + 16)[:n]
+		buf := c.srv.getBuf(n + 16)[:n]
 		if _, err := io.ReadFull(c.br, buf); err != nil {
-			putBuf(buf)
+			c.srv.putBuf(buf)
 			return
 		}
 		if err := c.frame(buf); err != nil {
@@ -126,7 +131,7 @@ func (c *conn) shutdown() {
 // encrypted one of either. It owns buf and gives it back.
 func (c *conn) frame(buf []byte) error {
 	if len(buf) < 4 {
-		putBuf(buf)
+		c.srv.putBuf(buf)
 		return closeConn("a message of %d bytes", len(buf))
 	}
 	var enc *session
@@ -135,38 +140,38 @@ func (c *conn) frame(buf []byte) error {
 	case wire.TransformID:
 		t, err := wire.ParseTransform(buf)
 		if err != nil {
-			putBuf(buf)
+			c.srv.putBuf(buf)
 			return closeConn("a malformed transform header")
 		}
 		enc = c.session(t.SessionID)
 		if enc == nil || enc.sealer == nil {
-			putBuf(buf)
+			c.srv.putBuf(buf)
 			return closeConn("an encrypted message for a session without encryption")
 		}
 		if msg, err = enc.sealer.Open(buf); err != nil {
-			putBuf(buf)
+			c.srv.putBuf(buf)
 			return closeConn("an encrypted message that does not decrypt")
 		}
 	case wire.SMB1ID:
-		defer putBuf(buf)
+		defer c.srv.putBuf(buf)
 		if c.negotiated {
 			return closeConn("an SMB1 message after NEGOTIATE")
 		}
 		return c.negotiateSMB1(buf)
 	case wire.ProtocolID:
 	default:
-		putBuf(buf)
+		c.srv.putBuf(buf)
 		return closeConn("not an SMB2 message")
 	}
 	h, err := wire.ParseHeader(msg)
 	if err != nil {
-		putBuf(buf)
+		c.srv.putBuf(buf)
 		return closeConn("a malformed header")
 	}
 	if h.NextCommand == 0 && (h.Command == wire.Read || h.Command == wire.Write) && c.negotiated {
 		return c.ioRequest(h, msg, buf, enc)
 	}
-	defer putBuf(buf)
+	defer c.srv.putBuf(buf)
 	return c.chain(msg, enc)
 }
 
@@ -193,94 +198,6 @@ type request struct {
 	async *asyncOp
 	// related compound state: the file of the previous request.
 	chain *chainState
-}
-
-// chainState is what related requests of a compound inherit.
-type chainState struct {
-	sess *session
-	tree *tree
-	// file is the open the request at hand resolved or created; prevFile
-	// the one of the request before, which related requests use.
-	file, prevFile *open
-	fileID         [16]byte
-	status         uint32 // the previous request's
-	first          bool
-	last           bool // the request at hand ends the chain
-}
-
-// outMsg is one response of a chain, to be signed once the chain is laid out.
-type outMsg struct {
-	start, end int
-	signer     *sign.Signer
-	after      func(msg []byte)
-}
-
-// chain answers a message or a compound chain.
-func (c *conn) chain(frame []byte, enc *session) error {
-	out := getBuf(smallBuf)[:headroom]
-	defer func() { putBuf(out) }()
-	var msgs []outMsg
-	st := chainState{first: true}
-	var asyncs []*asyncOp
-	defer func() {
-		// Their final responses wait for this chain, with the interim
-		// ones, to be sent (or given up).
-		for _, op := range asyncs {
-			close(op.sent)
-		}
-	}()
-	for off := 0; off < len(frame); {
-		msg := frame[off:]
-		h, err := wire.ParseHeader(msg)
-		if err != nil {
-			return closeConn("a malformed header in a compound chain")
-		}
-		if h.NextCommand != 0 {
-			if h.NextCommand%8 != 0 || int(h.NextCommand) >= len(msg) || h.NextCommand < wire.HeaderSize {
-				return closeConn("a compound chain with a bad next-command offset")
-			}
-			msg = msg[:h.NextCommand]
-		}
-		off += len(msg)
-		if h.Flags&wire.FlagResponse != 0 {
-			return closeConn("a response sent to the server")
-		}
-		if h.Command == wire.Cancel {
-			c.cancel(h)
-			continue
-		}
-		if !c.credits.take(h.MessageID, h.CreditCharge) {
-			return closeConn("message id %d is outside the credit window", h.MessageID)
-		}
-		r := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], encrypted: enc != nil, chain: &st}
-		st.prevFile, st.file = st.file, nil
-		st.last = h.NextCommand == 0
-		// Pad the previous response of the chain to 8 bytes.
-		if len(msgs) > 0 {
-			prev := &msgs[len(msgs)-1]
-			for (len(out)-headroom)%8 != 0 {
-				out = append(out, 0)
-			}
-			prev.end = len(out)
-			binary.LittleEndian.PutUint32(out[prev.start+wire.OffNextCommand:], uint32(prev.end-prev.start))
-		}
-		r.hdr = len(out)
-		r.out = append(out, make([]byte, wire.HeaderSize)...)
-		signer, err := c.dispatch(r, enc)
-		if err != nil {
-			return err
-		}
-		out = r.out
-		msgs = append(msgs, outMsg{start: r.hdr, end: len(out), signer: signer, after: r.after})
-		if r.async != nil {
-			asyncs = append(asyncs, r.async)
-		}
-		st.first = false
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	return c.send(&out, msgs, enc)
 }
 
 // dispatch runs one request and fills in its response header; it returns
@@ -522,8 +439,15 @@ func (c *conn) send(out *[]byte, msgs []outMsg, enc *session) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err := c.nc.Write(frame)
-	return err
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.nc.Write(frame); err != nil {
+		// A response cut short leaves the stream unusable, and a client
+		// that does not take its responses for writeTimeout holds buffers
+		// other clients need: the connection ends.
+		c.nc.Close()
+		return err
+	}
+	return nil
 }
 
 // ioRequest runs a READ or WRITE that came alone in its frame on a
@@ -531,18 +455,18 @@ func (c *conn) send(out *[]byte, msgs []outMsg, enc *session) error {
 // buf.
 func (c *conn) ioRequest(h wire.Header, msg, buf []byte, enc *session) error {
 	if h.Flags&wire.FlagResponse != 0 {
-		putBuf(buf)
+		c.srv.putBuf(buf)
 		return closeConn("a response sent to the server")
 	}
 	if !c.credits.take(h.MessageID, h.CreditCharge) {
-		putBuf(buf)
+		c.srv.putBuf(buf)
 		return closeConn("message id %d is outside the credit window", h.MessageID)
 	}
 	st := &chainState{first: true, last: true}
 	r := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], encrypted: enc != nil, chain: st}
 	status, err := c.prepare(r, enc)
 	if err != nil {
-		putBuf(buf)
+		c.srv.putBuf(buf)
 		return err
 	}
 	var o *open
@@ -553,13 +477,15 @@ func (c *conn) ioRequest(h wire.Header, msg, buf []byte, enc *session) error {
 	if h.Command == wire.Read && status == wire.StatusSuccess {
 		size = largeBuf
 	}
+	// The connection is not read while it waits for its turn and its
+	// response's buffer.
 	c.ioSlots <- struct{}{}
+	out := c.srv.getBuf(size)[:headroom]
 	c.work.Add(1)
 	go func() {
 		defer c.work.Done()
 		defer func() { <-c.ioSlots }()
-		defer putBuf(buf)
-		out := getBuf(size)[:headroom]
+		defer c.srv.putBuf(buf)
 		r.hdr = len(out)
 		r.out = append(out, make([]byte, wire.HeaderSize)...)
 		if o != nil {
@@ -573,7 +499,7 @@ func (c *conn) ioRequest(h wire.Header, msg, buf []byte, enc *session) error {
 		signer := c.finish(r, status)
 		out = r.out
 		c.send(&out, []outMsg{{start: r.hdr, end: len(out), signer: signer}}, enc)
-		putBuf(out)
+		c.srv.putBuf(out)
 	}()
 	return nil
 }

@@ -29,21 +29,34 @@
 //
 // What a peer can make the server spend is capped:
 //
-//   - connections at once: Config.MaxConns (default 32); more are closed
-//     at once
+//   - connections logged in at once: Config.MaxConns (default 32); a
+//     logon past that is refused with STATUS_REQUEST_NOT_ACCEPTED
+//   - connections not yet logged in: maxUnauthed (8), each with
+//     handshakeTimeout (10 s) to log on; a ninth closes the one that has
+//     waited longest, so connections that never log on cannot keep a
+//     client out
 //   - a message: MaxIOSize (1 MiB) of data plus 64 KiB; a longer transport
 //     frame closes the connection
 //   - credits a client holds: maxCredits (8192), so at most that many
 //     requests outstanding (they cost no memory of their own: see the next)
 //   - reads and writes in progress per connection: maxIO (8); the
-//     connection is not read while they are all busy, so a connection holds
-//     at most about (maxIO+2) × 1.1 MiB of buffers
+//     connection is not read while they are all busy
+//   - the responses of a compound chain: one large buffer (1.07 MiB); the
+//     responses that fill it are sent as a compound of their own before
+//     the next (MS-SMB2 3.3.4.1.3), however long the chain
+//   - large buffers (1.07 MiB: a frame over 64 KiB, a READ's response, a
+//     chain's responses past 64 KiB) in use at once, server-wide:
+//     Config.MaxConns + maxUnauthed + maxIO (48); a connection that needs
+//     one when none is free waits and is not read meanwhile. The other
+//     buffers are 64 KiB: maxIO + 2 per connection at most, and one per
+//     asynchronous response or oplock break being sent
+//   - a response not taken by the client within writeTimeout (30 s)
+//     closes the connection
 //   - open files per connection: maxOpens (16384)
 //   - sessions per connection: maxSessions (16); tree connects per
 //     session: maxTrees (64)
 //   - pending CHANGE_NOTIFY and blocking LOCK requests per connection:
 //     maxPending (256)
-//   - a connection must authenticate within handshakeTimeout (30 s)
 //
 // A malformed message gets an error status or, when the stream can no
 // longer be trusted (a bad transport frame, a message id outside the

@@ -131,7 +131,7 @@ func startServer(t testing.TB) *server {
 }
 
 // startServerAs serves a fresh directory owned by uid:gid from a child
-// process running as uid:gid (the test binary itself, see serveChild).
+// process running as uid:gid.
 func startServerAs(t testing.TB, uid, gid int) *server {
 	t.Helper()
 	// t.TempDir's parent is closed to other uids.
@@ -153,9 +153,25 @@ func startServerAs(t testing.TB, uid, gid int) *server {
 	if err := copyFile(os.Args[0], bin); err != nil {
 		t.Fatal(err)
 	}
+	s, _ := startChild(t, bin, dir, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}})
+	return s
+}
+
+// startServerProcess serves a fresh directory from a child process (the
+// test binary itself, see serveChild), whose memory the test can read;
+// it returns the server and the child's process id.
+func startServerProcess(t testing.TB) (*server, int) {
+	t.Helper()
+	return startChild(t, os.Args[0], t.TempDir(), nil)
+}
+
+// startChild runs the test binary bin as a server of dir with attr, until
+// the test ends.
+func startChild(t testing.TB, bin, dir string, attr *syscall.SysProcAttr) (*server, int) {
+	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "PLUG_SMB_TEST_SERVE="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.SysProcAttr = attr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -168,11 +184,11 @@ func startServerAs(t testing.TB, uid, gid int) *server {
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		t.Fatalf("the server as uid %d did not start: %v", uid, err)
+		t.Fatalf("the server process did not start: %v", err)
 	}
 	addr := strings.TrimSpace(line)
 	_, port, _ := net.SplitHostPort(addr)
-	return &server{addr: addr, port: port, dir: dir, log: &logBuffer{}}
+	return &server{addr: addr, port: port, dir: dir, log: &logBuffer{}}, cmd.Process.Pid
 }
 
 // serveChild is the server of startServerAs: it prints its address and

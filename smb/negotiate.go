@@ -319,11 +319,11 @@ func (c *conn) negotiateSMB1(msg []byte) error {
 		c.serverSecMode |= secSigningRequired
 	}
 	r := &request{c: c, h: wire.Header{Command: wire.Negotiate}, chain: &chainState{}}
-	r.out = append(getBuf(smallBuf)[:headroom], make([]byte, wire.HeaderSize)...)
+	r.out = append(c.srv.getBuf(smallBuf)[:headroom], make([]byte, wire.HeaderSize)...)
 	r.hdr = headroom
 	c.appendNegotiateResponse(r, dialect, nil)
 	signer := c.finish(r, wire.StatusSuccess)
 	out := r.out
-	defer putBuf(out)
+	defer c.srv.putBuf(out)
 	return c.send(&out, []outMsg{{start: r.hdr, end: len(out), signer: signer}}, nil)
 }

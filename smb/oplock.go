@@ -173,8 +173,8 @@ func (n *fileNode) breaksDone() {
 
 // sendBreak tells the client of o that its oplock is broken to level.
 func (c *conn) sendBreak(o *open, level uint8) {
-	out := getBuf(smallBuf)[:headroom]
-	defer func() { putBuf(out) }()
+	out := c.srv.getBuf(smallBuf)[:headroom]
+	defer func() { c.srv.putBuf(out) }()
 	hdr := len(out)
 	h := wire.Header{Command: wire.OplockBreak, Flags: wire.FlagResponse, MessageID: ^uint64(0), SessionID: o.tree.sess.id, TreeID: o.tree.id}
 	out = append(out, make([]byte, wire.HeaderSize)...)

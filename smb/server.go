@@ -26,7 +26,16 @@ const (
 	maxSessions      = 16
 	maxTrees         = 64
 	maxPending       = 256
-	handshakeTimeout = 30 * time.Second
+	maxUnauthed      = 8 // connections not yet logged in
+	handshakeTimeout = 10 * time.Second
+	writeTimeout     = 30 * time.Second
+)
+
+// Where a connection stands in the server's counts (guarded by Server.mu).
+const (
+	phaseLogin   = iota // counted among the maxUnauthed not yet logged in
+	phaseIn             // counted among the Config.MaxConns logged in
+	phaseDropped        // closed to make room, no longer counted
 )
 
 // Server serves one directory as one share. Its methods are safe for
@@ -37,10 +46,13 @@ type Server struct {
 	creds *ntlm.Credentials
 	guid  [16]byte
 	start time.Time
-	slots chan struct{} // one per connection served
+	// large holds a token for each large buffer in use (see buf.go).
+	large chan struct{}
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
+	unauthed int                 // connections in phaseLogin
+	loggedIn int                 // connections in phaseIn
 	sessions map[uint64]*session // every authenticated session, for reconnects
 	nextID   uint64              // session ids
 	closed   bool
@@ -70,7 +82,7 @@ func New(cfg Config) (*Server, error) {
 		root:     root,
 		creds:    ntlm.NewCredentials(cfg.User, cfg.Password, cfg.Name),
 		start:    time.Now(),
-		slots:    make(chan struct{}, cfg.MaxConns),
+		large:    make(chan struct{}, largeBufs(cfg.MaxConns)),
 		conns:    map[*conn]struct{}{},
 		sessions: map[uint64]*session{},
 	}
@@ -132,27 +144,67 @@ func (s *Server) Serve(l net.Listener) error {
 // ServeConn serves one connection until the client leaves, it breaks a
 // rule that ends a connection, or the server is closed. It closes c.
 func (s *Server) ServeConn(nc net.Conn) {
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		s.logf("smb: connection from %s refused: %d connections are served already", nc.RemoteAddr(), s.cfg.MaxConns)
+	c := newConn(s, nc)
+	if !s.admit(c) {
 		nc.Close()
 		return
 	}
-	defer func() { <-s.slots }()
-	c := newConn(s, nc)
+	c.serve()
+	s.mu.Lock()
+	switch c.phase {
+	case phaseLogin:
+		s.unauthed--
+	case phaseIn:
+		s.loggedIn--
+	}
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// admit counts c among the connections not yet logged in. When
+// maxUnauthed wait already, the one that has waited longest is closed to
+// make room: connections that never log in cannot keep a client out, and
+// each has handshakeTimeout at most.
+func (s *Server) admit(c *conn) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		nc.Close()
-		return
+		return false
 	}
+	var oldest *conn
+	if s.unauthed >= maxUnauthed {
+		for o := range s.conns {
+			if o.phase == phaseLogin && (oldest == nil || o.since.Before(oldest.since)) {
+				oldest = o
+			}
+		}
+		oldest.phase = phaseDropped
+		s.unauthed--
+	}
+	c.phase, c.since = phaseLogin, time.Now()
+	s.unauthed++
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	c.serve()
+	if oldest != nil {
+		s.logf("smb: connection from %s closed: %d connections are waiting to log on, it waited longest", oldest.nc.RemoteAddr(), maxUnauthed)
+		oldest.nc.Close()
+	}
+	return true
+}
+
+// logIn moves c from the connections not yet logged in to the logged-in
+// ones, when it is still counted and fewer than Config.MaxConns are
+// logged in.
+func (s *Server) logIn(c *conn) bool {
 	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if c.phase != phaseLogin || s.loggedIn >= s.cfg.MaxConns {
+		return false
+	}
+	c.phase = phaseIn
+	s.unauthed--
+	s.loggedIn++
+	return true
 }
 
 // Close stops the listeners Serve accepts on, closes every connection and

@@ -145,6 +145,25 @@ func (c *conn) sessionSetup(r *request) uint32 {
 		appendBody(0)
 		return wire.StatusSuccess
 	}
+	c.mu.Lock()
+	first := !c.authed
+	c.mu.Unlock()
+	if first {
+		// The connection's first logon moves it among the logged-in ones,
+		// which have no deadline.
+		if !c.srv.logIn(c) {
+			c.srv.logf("smb: logon of user %s from %s refused: %d connections are logged on already", quote(s.auth.User()), c.nc.RemoteAddr(), c.srv.cfg.MaxConns)
+			s.auth = nil
+			c.mu.Lock()
+			delete(c.sessions, s.id)
+			c.mu.Unlock()
+			return wire.StatusRequestNotAccepted
+		}
+		c.mu.Lock()
+		c.authed = true
+		c.mu.Unlock()
+		c.nc.SetReadDeadline(time.Time{})
+	}
 	if err := c.sessionKeys(s, s.auth.SessionKey(), secMode); err != nil {
 		c.mu.Lock()
 		delete(c.sessions, s.id)
@@ -160,12 +179,7 @@ func (c *conn) sessionSetup(r *request) uint32 {
 	s.auth = nil
 	c.mu.Lock()
 	s.state = sessionValid
-	first := !c.authed
-	c.authed = true
 	c.mu.Unlock()
-	if first {
-		c.nc.SetReadDeadline(time.Time{})
-	}
 	c.srv.register(s, previous)
 	var flags uint16
 	if s.encrypt {

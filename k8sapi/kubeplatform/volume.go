@@ -50,6 +50,14 @@ const (
 	helperShare = "volume"
 	// volumeExecTimeout bounds the reading of the workload's /proc/1/status.
 	volumeExecTimeout = 10 * time.Second
+	// helperMemory is the helper's memory limit, and helperGoMemory the Go
+	// runtime's soft limit inside it: plug smb's buffers stay under about
+	// 75 MiB whatever its clients send (48 large buffers server-wide and
+	// the small ones of 40 connections), the runtime collects garbage
+	// before the heap passes 96 MiB, and the rest is for the kernel's
+	// socket buffers, charged to the pod, and the binary.
+	helperMemory   = "192Mi"
+	helperGoMemory = "96MiB"
 )
 
 // volumeReceipt is what a helper's Service says of it.
@@ -463,13 +471,17 @@ func (plan *helperPlan) pod(name, image, pull, user, password string, labels map
 			"env": []any{
 				map[string]any{"name": "PLUG_SMB_USER", "value": user},
 				map[string]any{"name": "PLUG_SMB_PASSWORD", "value": password},
+				map[string]any{"name": "GOMEMLIMIT", "value": helperGoMemory},
 			},
 			"ports":          []any{map[string]any{"name": "smb", "containerPort": helperPort}},
 			"readinessProbe": map[string]any{"tcpSocket": map[string]any{"port": helperPort}, "periodSeconds": 1},
 			"securityContext": map[string]any{
 				"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": caps,
 			},
-			"resources":    map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "32Mi"}},
+			"resources": map[string]any{
+				"requests": map[string]any{"cpu": "10m", "memory": "32Mi"},
+				"limits":   map[string]any{"memory": helperMemory},
+			},
 			"volumeMounts": []any{map[string]any{"name": "volume", "mountPath": helperMount, "readOnly": plan.readOnly}},
 		}},
 	}

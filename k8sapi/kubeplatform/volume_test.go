@@ -46,7 +46,8 @@ func TestPlanHelper(t *testing.T) {
 	}
 	pod := plan.pod("plug-vol-1", "plug:dev", "", "u", "p", map[string]string{LabelVolume: "plug-vol-1"}, "uid-1")
 	raw, _ := json.Marshal(pod)
-	for _, want := range []string{`"runAsNonRoot":true`, `"runAsUser":1000650000`, `"fsGroup":2000`, `"drop":["ALL"]`, `"allowPrivilegeEscalation":false`, `"configMap":{"name":"settings"}`, `"readOnly":true`, `"RuntimeDefault"`} {
+	for _, want := range []string{`"runAsNonRoot":true`, `"runAsUser":1000650000`, `"fsGroup":2000`, `"drop":["ALL"]`, `"allowPrivilegeEscalation":false`, `"configMap":{"name":"settings"}`, `"readOnly":true`, `"RuntimeDefault"`,
+		`"limits":{"memory":"192Mi"}`, `{"name":"GOMEMLIMIT","value":"96MiB"}`} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("the helper pod lacks %s: %s", want, raw)
 		}
