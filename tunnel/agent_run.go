@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -387,11 +388,12 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, 
 	}
 	var pc *net.UDPConn
 	var err error
+	at := a.callerAddr()
 	if udp {
-		if pc, err = net.ListenUDP("udp", &net.UDPAddr{}); err == nil {
+		if pc, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(at, 0))); err == nil {
 			b.Target = pc.LocalAddr().(*net.UDPAddr).Port
 		}
-	} else if b.listener, err = net.Listen("tcp", ":0"); err == nil {
+	} else if b.listener, err = a.listenForCallers(); err == nil {
 		b.Target = b.listener.Addr().(*net.TCPAddr).Port
 		b.proof = newPathProof(name, port, a.Platform, func(e Event) { a.notify(r, e) }, a.logf)
 	}
@@ -423,6 +425,24 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, 
 	}
 	a.started(r, b)
 	return b.served, nil
+}
+
+// callerAddr is the address the agent listens on for the callers of the
+// names it serves: the Platform's CallerAddr, or 127.0.0.1 (also when the
+// Platform knows no valid one: never every interface).
+func (a *Agent) callerAddr() netip.Addr {
+	if p, ok := a.Platform.(CallerAddresser); ok {
+		if at := p.CallerAddr(); at.IsValid() {
+			return at
+		}
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// listenForCallers opens a TCP port for the callers of a served name, on
+// callerAddr.
+func (a *Agent) listenForCallers() (net.Listener, error) {
+	return net.Listen("tcp", netip.AddrPortFrom(a.callerAddr(), 0).String())
 }
 
 // portText is port as messages write it: "8080", or "8125/udp".

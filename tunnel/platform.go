@@ -197,6 +197,17 @@ type AddressProtector interface {
 	ProtectedAddrs() []netip.Addr
 }
 
+// CallerAddresser is a Platform that sends the callers of a served name to
+// one address of the agent's (Binding.Target is a port there): the pod's
+// address on Kubernetes (POD_IP, what the Service's endpoints name), the
+// address the relays dial on Swarm. The agent listens for a name's callers
+// on that address only, never on every interface; on a Platform that is
+// not a CallerAddresser (the memory platform), on the loopback address.
+type CallerAddresser interface {
+	Platform
+	CallerAddr() netip.Addr
+}
+
 // PublicAddresser is a Platform that can find the address developers reach
 // the agent by, for the installer (ssh get@HOST install | sh), when the
 // operator did not give one (Agent.PublicAddr). PublicAddr returns it as

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -526,4 +528,64 @@ func runFlood(addr string) {
 	started.Wait()
 	fmt.Println("flooding")
 	wg.Wait()
+}
+
+// callerAt is a platform that sends the callers of served names to the
+// agent's address at (tunnel.CallerAddresser).
+type callerAt struct {
+	*tunneltest.Platform
+	at netip.Addr
+}
+
+func (p callerAt) CallerAddr() netip.Addr { return p.at }
+
+// A served name's callers are taken on the agent's own address only, not
+// on every interface: the platform's (the pod's address on Kubernetes),
+// or loopback on the memory platform.
+func TestAServedNameListensOnTheAgentsOwnAddressOnly(t *testing.T) {
+	ctx := ctxFor(t, 20*time.Second)
+	for _, tc := range []struct {
+		platform  tunnel.Platform
+		on, notOn string
+	}{
+		{tunneltest.NewPlatform(), "127.0.0.1", "127.0.0.2"},
+		{callerAt{tunneltest.NewPlatform(), netip.MustParseAddr("127.0.0.3")}, "127.0.0.3", "127.0.0.1"},
+	} {
+		held, _ := tc.platform.(*tunneltest.Platform)
+		if c, ok := tc.platform.(callerAt); ok {
+			held = c.Platform
+		}
+		addr, hostKey, _ := tunneltest.StartAgent(t, tc.platform)
+		dev, _ := newKey(t)
+		s, _ := connect(t, addr, hostKey, dev, tunnel.RunInfo{Serves: true})
+		if _, err := s.Serve(ctx, "web", 80, echoServer(t, "")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ServeUDP(ctx, "stats", 8125, "127.0.0.1:9"); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := held.Held("web")
+		target := strconv.Itoa(b.Target)
+		if c, err := net.Dial("tcp", net.JoinHostPort(tc.on, target)); err != nil {
+			t.Errorf("web's callers on %s: %v", tc.on, err)
+		} else {
+			c.Close()
+		}
+		if c, err := net.Dial("tcp", net.JoinHostPort(tc.notOn, target)); err == nil {
+			c.Close()
+			t.Errorf("web's port %s answers on %s too, not only on the agent's own address %s", target, tc.notOn, tc.on)
+		}
+		u, _ := held.Held("stats")
+		// A UDP port bound to one address is not bound to the other:
+		// binding that one's port succeeds, binding the agent's fails.
+		if c, err := net.ListenPacket("udp", net.JoinHostPort(tc.on, strconv.Itoa(u.Target))); err == nil {
+			c.Close()
+			t.Errorf("stats's UDP port %d is free on %s: the agent does not listen there", u.Target, tc.on)
+		}
+		if c, err := net.ListenPacket("udp", net.JoinHostPort(tc.notOn, strconv.Itoa(u.Target))); err != nil {
+			t.Errorf("stats's UDP port %d is taken on %s too: %v", u.Target, tc.notOn, err)
+		} else {
+			c.Close()
+		}
+	}
 }

@@ -205,6 +205,16 @@ func (p *Platform) ProtectedAddrs() []netip.Addr {
 	return append(slices.Clone(p.protected), p.ownIPs...)
 }
 
+var _ tunnel.CallerAddresser = (*Platform)(nil)
+
+// CallerAddr is the agent pod's address (Options.PodIP), which the
+// endpoints of the names it serves name: the agent listens for their
+// callers there only (tunnel.CallerAddresser).
+func (p *Platform) CallerAddr() netip.Addr {
+	a, _ := netip.AddrFromSlice(p.ip)
+	return a.Unmap()
+}
+
 // NewFromEnv returns the Platform of an agent started the way
 // deploy/plug-k8s.yaml starts it: the API server and credentials of the
 // pod's service account (or, outside a pod, of $KUBECONFIG or
