@@ -97,7 +97,7 @@ func (a *Agent) admitProven(m ssh.ConnMetadata, key ssh.PublicKey, perms *ssh.Pe
 		}
 	}
 	src := sourceOf(m.RemoteAddr()).String()
-	if ok, dropped := take(a.admission.refusals, a.admission.refusalsAll, src); ok {
+	if ok, dropped := take(a.admit.refusals, a.admit.refusalsAll, src); ok {
 		more := ""
 		if dropped > 0 {
 			more = fmt.Sprintf(" (%d more refusals of keys from %s were not logged)", dropped, src)
@@ -120,7 +120,7 @@ func (a *Agent) request(m ssh.ConnMetadata, key ssh.PublicKey, refusal error) er
 		return refusal
 	}
 	if !nm.Recorded { // a new request, not the refresh of a pending one
-		if ok, _ := take(a.admission.requests, a.admission.requestsAll, sourceOf(m.RemoteAddr()).String()); !ok {
+		if ok, _ := take(a.admit.requests, a.admit.requestsAll, sourceOf(m.RemoteAddr()).String()); !ok {
 			return &NotMemberError{Key: nm.Key, Limited: true}
 		}
 	}

@@ -96,20 +96,20 @@ type Agent struct {
 	// called from many goroutines, and must not block for long.
 	Audit func(AuditEvent)
 
-	ctx       context.Context // Serve's context, for the platform calls of runs
-	config    *ssh.ServerConfig
-	handout   *handout.Server // what the get user is handed
-	unauth    addrLimiter     // handshakes and get connections, by source address
-	usage     *usage          // what each key holds, against Limits
-	plog      *peerLog        // the log, rate-limited per peer
-	dial      *dialPolicy     // what runs may dial
-	names     catalogState    // the platform's names, told to every run
-	gate      *rightsGate     // the agent's rights: it serves runs once they suffice
-	recorder  *recorder       // the runs' records in the cluster (agent_records.go)
-	envSlots  chan struct{}   // one token per environment being read (agent_env.go)
-	refused   refusals        // when each refused key was last audited
-	admission *admissionGate  // what refused keys may make the agent record and log (admission.go)
-	updates   updates         // plug update --agent in progress (agentupdate.go)
+	ctx      context.Context // Serve's context, for the platform calls of runs
+	config   *ssh.ServerConfig
+	handout  *handout.Server // what the get user is handed
+	unauth   addrLimiter     // handshakes and get connections, by source address
+	usage    *usage          // what each key holds, against Limits
+	plog     *peerLog        // the log, rate-limited per peer
+	dial     *dialPolicy     // what runs may dial
+	names    catalogState    // the platform's names, told to every run
+	gate     *rightsGate     // the agent's rights: it serves runs once they suffice
+	recorder *recorder       // the runs' records in the cluster (agent_records.go)
+	envSlots chan struct{}   // one token per environment being read (agent_env.go)
+	refused  refusals        // when each refused key was last audited
+	admit    *admissionGate  // what refused keys may make the agent record and log (admission.go)
+	updates  updates         // plug update --agent in progress (agentupdate.go)
 
 	mu      sync.Mutex
 	stop    context.CancelFunc // ends Serve
@@ -239,7 +239,7 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version}
 	a.usage = newUsage(a.Limits)
 	a.plog = newPeerLog(a.Logf)
-	a.admission = newAdmissionGate()
+	a.admit = newAdmissionGate()
 	a.dial = &dialPolicy{allow: a.Dial}
 	if p, ok := a.Platform.(AddressProtector); ok {
 		a.dial.protected = p.ProtectedAddrs
