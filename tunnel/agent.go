@@ -108,6 +108,7 @@ type Agent struct {
 	recorder *recorder       // the runs' records in the cluster (agent_records.go)
 	envSlots chan struct{}   // one token per environment being read (agent_env.go)
 	refused  refusals        // when each refused key was last audited
+	admit    *admissionGate  // what refused keys may make the agent record and log (admission.go)
 	updates  updates         // plug update --agent in progress (agentupdate.go)
 
 	mu      sync.Mutex
@@ -238,6 +239,7 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version}
 	a.usage = newUsage(a.Limits)
 	a.plog = newPeerLog(a.Logf)
+	a.admit = newAdmissionGate()
 	a.dial = &dialPolicy{allow: a.Dial}
 	if p, ok := a.Platform.(AddressProtector); ok {
 		a.dial.protected = p.ProtectedAddrs
@@ -398,8 +400,9 @@ func (a *Agent) handle(c net.Conn, src netip.Addr) {
 }
 
 // serverConfig lets the user "get" in without authentication and everyone
-// else by public key, admitted by Keys and within the key's cap of
-// connections, with the algorithms of algorithms.go only.
+// else by public key, proven by a signature, admitted by Keys and within
+// the key's cap of connections (admitProven), with the algorithms of
+// algorithms.go only.
 func (a *Agent) serverConfig() *ssh.ServerConfig {
 	cfg := &ssh.ServerConfig{
 		Config:       strongAlgorithms(),
@@ -410,29 +413,20 @@ func (a *Agent) serverConfig() *ssh.ServerConfig {
 			}
 			return &ssh.Permissions{Extensions: map[string]string{extRole: roleGet}}, nil
 		},
+		// A key merely offered is answered "go on" (admission.go): it is
+		// asked about once its holder signs with it.
 		PublicKeyCallback: func(m ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			if m.User() == getUser {
 				return nil, errors.New("the get user takes no key")
 			}
-			fp := ssh.FingerprintSHA256(key)
-			refuse := func(err error) (*ssh.Permissions, error) {
-				a.plog.printf(fp, "refused the key %s of %s from %s: %v", fp, PeerText(m.User()), m.RemoteAddr(), err)
-				return nil, &ssh.BannerError{Err: err, Message: fmt.Sprintf("plug agent: key %s: %v\n", fp, err)}
-			}
-			if a.Keys != nil {
-				if err := a.Keys.Admit(m.User(), key, m.RemoteAddr()); err != nil {
-					a.auditRefused(fp, m.User(), m.RemoteAddr(), err)
-					return refuse(err)
-				}
-			}
-			if err := a.usage.check(fp, useConn); err != nil {
-				return refuse(err)
-			}
 			return &ssh.Permissions{Extensions: map[string]string{
 				extRole:        roleDeveloper,
-				extFingerprint: fp,
+				extFingerprint: ssh.FingerprintSHA256(key),
 				extKey:         string(key.Marshal()),
 			}}, nil
+		},
+		VerifiedPublicKeyCallback: func(m ssh.ConnMetadata, key ssh.PublicKey, perms *ssh.Permissions, _ string) (*ssh.Permissions, error) {
+			return a.admitProven(m, key, perms)
 		},
 		PublicKeyAuthAlgorithms: keyAuthAlgos,
 		ServerVersion:           "SSH-2.0-plug_" + sshVersionWord(Version),

@@ -85,7 +85,7 @@ func (a *Agent) joinFront(b *binding) error {
 		f.setMembers(append(slices.Clone(f.members), b))
 		return nil
 	}
-	l, err := net.Listen("tcp", ":0")
+	l, err := a.listenForCallers()
 	if err != nil {
 		return fmt.Errorf("the agent cannot open a port for %s: %v", b.Name, err)
 	}

@@ -2,6 +2,8 @@ package tunnel
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -113,16 +115,14 @@ func (rc *recorder) report(err error) {
 	rc.failed = err != nil
 }
 
-// watchEnded ends the runs another replica marked ended, until ctx ends.
+// watchEnded ends the runs another replica marked ended, until ctx ends:
+// the run of the record's id, only if the record's key opened it.
 func (rc *recorder) watchEnded(ctx context.Context) {
 	if rc.store == nil {
 		return
 	}
-	err := rc.store.WatchEnded(ctx, rc.a.ID, func(id string, e RunEnd) {
-		rc.a.mu.Lock()
-		r := rc.a.runs[id]
-		rc.a.mu.Unlock()
-		if r != nil {
+	err := rc.store.WatchEnded(ctx, rc.a.ID, func(rec RunRecord, e RunEnd) {
+		if r := rc.a.runOf(rec.Run, rec.Key); r != nil {
 			go rc.a.endRun(r, ending{how: EndEnded, by: e.By, reason: e.Reason})
 		}
 	})
@@ -130,6 +130,49 @@ func (rc *recorder) watchEnded(ctx context.Context) {
 		rc.a.logf("not watching the records of runs (%v): plug end on another replica does not reach the runs of this one", err)
 	}
 }
+
+// runOf is this agent's run id if the key with fingerprint key opened it;
+// nil if there is none, or another key opened it.
+func (a *Agent) runOf(id, key string) *run {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r := a.runs[id]; r != nil && r.developer == key {
+		return r
+	}
+	return nil
+}
+
+// checkRunOwner refuses a hello of dc for run id when the records of the
+// replicas say another key opened the run of that id: the key of its
+// earliest record (Since), so that a record another key slipped in later
+// under that id does not keep the run's own key from moving it here. A
+// run id is public (in the audit trail, in the records) and proves
+// nothing. Without records (the platform keeps none) there is nothing to
+// check.
+func (a *Agent) checkRunOwner(dc *devConn, id string) error {
+	if a.recorder.store == nil {
+		return nil
+	}
+	ctx, cancel := a.platformContext()
+	defer cancel()
+	recs, err := a.recorder.store.Runs(ctx)
+	if err != nil {
+		return fmt.Errorf("the agent cannot read the records of the runs in the cluster to check whom run %s belongs to (%v); try again in a moment", id, err)
+	}
+	var owner *RunRecord
+	for i, rec := range recs {
+		if rec.Run == id && (owner == nil || rec.Since.Before(owner.Since)) {
+			owner = &recs[i]
+		}
+	}
+	if owner != nil && owner.Key != dc.fingerprint {
+		return errOtherKeysRun
+	}
+	return nil
+}
+
+// errOtherKeysRun refuses a hello naming a run another key opened.
+var errOtherKeysRun = errors.New("that run id belongs to another key; start a new run (plug gives each run a new id)")
 
 // record is r's record as it is now; ended when r has ended.
 func (r *run) record() (rec RunRecord, ended bool) {

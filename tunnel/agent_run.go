@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,8 @@ var errAgentStopping = errors.New("the agent is shutting down; try again in a mo
 
 // newRun registers a run living on dc, which said h of itself (plain: it
 // said nothing). It fails once the agent is shutting down
-// (errAgentStopping), and when the key has as many runs as it may (a
+// (errAgentStopping), when another key holds a run of that id here
+// (errOtherKeysRun), and when the key has as many runs as it may (a
 // *capError).
 func (a *Agent) newRun(h helloMsg, dc *devConn, plain bool) (*run, error) {
 	if plain {
@@ -108,6 +110,10 @@ func (a *Agent) newRun(h helloMsg, dc *devConn, plain bool) (*run, error) {
 		a.mu.Unlock()
 		return nil, errAgentStopping
 	}
+	if old := a.runs[r.id]; old != nil && old.developer != r.developer {
+		a.mu.Unlock()
+		return nil, errOtherKeysRun
+	}
 	if err := a.usage.take(r.developer, useRun); err != nil {
 		a.mu.Unlock()
 		a.plog.printf(r.developer, "refused a run of %s (%s) from %s: %v", r.user, r.developer, dc.conn.RemoteAddr(), err)
@@ -122,7 +128,10 @@ func (a *Agent) newRun(h helloMsg, dc *devConn, plain bool) (*run, error) {
 }
 
 // attach gives dc the run its hello names: the run kept since an earlier
-// connection of the same key (resumed), or a new one.
+// connection of the same key (resumed), or a new one, which may be a run
+// moving here from another replica. A run belongs to the key that opened
+// it: a hello of another key naming its id, here or on any replica whose
+// records say so, is refused and changes nothing.
 func (a *Agent) attach(dc *devConn, h helloMsg) (r *run, resumed bool, err error) {
 	a.mu.Lock()
 	r = a.runs[h.Run]
@@ -134,6 +143,9 @@ func (a *Agent) attach(dc *devConn, h helloMsg) (r *run, resumed bool, err error
 			}
 			return r, resumed, err
 		}
+	}
+	if err := a.checkRunOwner(dc, h.Run); err != nil {
+		return nil, false, err
 	}
 	r, err = a.newRun(h, dc, false)
 	return r, false, err
@@ -150,7 +162,7 @@ func (r *run) reattach(dc *devConn) (bool, error) {
 	}
 	if r.developer != dc.fingerprint {
 		r.mu.Unlock()
-		return false, errors.New("that run id belongs to another key; start a new run")
+		return false, errOtherKeysRun
 	}
 	old := r.conn.Swap(dc)
 	r.from = dc.conn.RemoteAddr().String()
@@ -376,11 +388,12 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, 
 	}
 	var pc *net.UDPConn
 	var err error
+	at := a.callerAddr()
 	if udp {
-		if pc, err = net.ListenUDP("udp", &net.UDPAddr{}); err == nil {
+		if pc, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(at, 0))); err == nil {
 			b.Target = pc.LocalAddr().(*net.UDPAddr).Port
 		}
-	} else if b.listener, err = net.Listen("tcp", ":0"); err == nil {
+	} else if b.listener, err = a.listenForCallers(); err == nil {
 		b.Target = b.listener.Addr().(*net.TCPAddr).Port
 		b.proof = newPathProof(name, port, a.Platform, func(e Event) { a.notify(r, e) }, a.logf)
 	}
@@ -412,6 +425,24 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, 
 	}
 	a.started(r, b)
 	return b.served, nil
+}
+
+// callerAddr is the address the agent listens on for the callers of the
+// names it serves: the Platform's CallerAddr, or 127.0.0.1 (also when the
+// Platform knows no valid one: never every interface).
+func (a *Agent) callerAddr() netip.Addr {
+	if p, ok := a.Platform.(CallerAddresser); ok {
+		if at := p.CallerAddr(); at.IsValid() {
+			return at
+		}
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// listenForCallers opens a TCP port for the callers of a served name, on
+// callerAddr.
+func (a *Agent) listenForCallers() (net.Listener, error) {
+	return net.Listen("tcp", netip.AddrPortFrom(a.callerAddr(), 0).String())
 }
 
 // portText is port as messages write it: "8080", or "8125/udp".

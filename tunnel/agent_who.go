@@ -82,8 +82,9 @@ func jsonSize(v any) int {
 
 // answerEnd answers plug end: the run m names is ended on this agent at
 // once, and marked ended in the records of every other replica holding a
-// connection of it, which end their part. A developer who does not oversee
-// the others' runs ends their own only.
+// connection of it, which end their part. A run is its id and the key that
+// opened it: only that key's records and runs of the id are ended. A
+// developer who does not oversee the others' runs ends their own only.
 func (dc *devConn) answerEnd(m endMsg) {
 	a := dc.a
 	if err := checkEndArgs(m.Run, m.Reason); err != nil {
@@ -95,36 +96,39 @@ func (dc *devConn) answerEnd(m endMsg) {
 		dc.sendControl(endMsg{Error: err.Error()})
 		return
 	}
-	var ids []string
-	var whose RunRecord
+	// A run is its id and the key that opened it: records of one id
+	// written for two keys are two runs, and only the key's own is ended.
+	var runs []RunRecord
 	for _, rec := range recs {
-		if strings.HasPrefix(rec.Run, m.Run) && !slices.Contains(ids, rec.Run) {
-			ids, whose = append(ids, rec.Run), rec
+		if strings.HasPrefix(rec.Run, m.Run) && !slices.ContainsFunc(runs, func(o RunRecord) bool { return o.Run == rec.Run && o.Key == rec.Key }) {
+			runs = append(runs, rec)
 		}
 	}
 	switch {
-	case len(ids) == 0 && all:
+	case len(runs) == 0 && all:
 		dc.sendControl(endMsg{Error: fmt.Sprintf("no run %s is plugged in; plug who lists the runs", m.Run)})
 		return
-	case len(ids) == 0:
+	case len(runs) == 0:
 		dc.sendControl(endMsg{Error: fmt.Sprintf("no run %s of your key is plugged in; plug who lists yours (ending another developer's run takes a member of the cluster, or an admin)", m.Run)})
 		return
-	case len(ids) > 1:
-		dc.sendControl(endMsg{Error: fmt.Sprintf("%s is the beginning of several runs (%s): give more of its id", m.Run, strings.Join(ids, ", "))})
+	case len(runs) > 1:
+		names := make([]string, len(runs))
+		for i, rec := range runs {
+			names[i] = rec.Run + " of " + rec.Key
+		}
+		dc.sendControl(endMsg{Error: fmt.Sprintf("%s is the beginning of several runs (%s): give more of its id (of runs of one id opened by two keys, plug members remove ends the one that should not be there)", m.Run, strings.Join(names, ", "))})
 		return
 	}
-	id := ids[0]
+	whose := runs[0]
+	id := whose.Run
 	end := RunEnd{By: fmt.Sprintf("%s (%s)", dc.user, dc.fingerprint), Reason: m.Reason, At: time.Now().UTC()}
-	a.mu.Lock()
-	r := a.runs[id]
-	a.mu.Unlock()
-	if r != nil {
+	if r := a.runOf(id, whose.Key); r != nil {
 		go a.endRun(r, ending{how: EndEnded, by: end.By, reason: end.Reason})
 	}
 	if a.recorder.store != nil {
 		ctx, cancel := a.platformContext()
 		defer cancel()
-		if _, err := a.recorder.store.EndRun(ctx, id, end); err != nil {
+		if _, err := a.recorder.store.EndRun(ctx, id, whose.Key, end); err != nil {
 			dc.sendControl(endMsg{Error: fmt.Sprintf("run %s could not be marked ended in the cluster (%v): the replicas holding it were not told; try again", id, err)})
 			return
 		}

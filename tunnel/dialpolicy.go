@@ -24,11 +24,16 @@ import (
 //
 // Whatever a name resolves to, some addresses stay refused: loopback (the
 // agent's own ports), link-local (169.254.0.0/16 and fe80::/10, where
-// clouds answer for their metadata and credentials), unspecified and
-// multicast addresses, and the ones the Platform protects
+// clouds answer for their metadata and credentials), the clouds' metadata
+// addresses outside it (metadataAddrs: fd00:ec2::254, 100.100.100.200...),
+// unspecified and multicast addresses, and the ones the Platform protects
 // (ProtectedAddrs: the node's, the API server's, the agent's own, plug's
-// own Services'). Only an entry of PLUG_DIAL that names such an address
-// alone (a /32 or /128) allows it; a wider range does not. A cluster name
+// own Services'). An IPv6 address that carries an IPv4 address
+// (IPv4-mapped ::ffff:a.b.c.d, IPv4-compatible ::a.b.c.d, NAT64
+// 64:ff9b::a.b.c.d, 6to4 2002:aabb:ccdd::, Teredo 2001::/32) is refused as
+// the IPv4 address it carries is. Only an entry of PLUG_DIAL that names
+// such an address alone (a /32 or /128), in the form dialled, allows it;
+// a wider range does not. A cluster name
 // may stand for a protected address (ClusterName.Protected: kubernetes.default
 // for the API server's Service address, once the operator offers the
 // namespace default): a run reaches that address by that name, on the
@@ -39,6 +44,51 @@ import (
 // connection as it is made, after DNS, so that a name that resolves
 // somewhere else by the time it is dialled (DNS rebinding) is still
 // refused.
+
+// metadataAddrs are where clouds answer for an instance's metadata and
+// credentials, besides the link-local ones: AWS's IMDS and EKS Pod
+// Identity over IPv6, Google Cloud's over IPv6, Alibaba Cloud's, Azure's
+// WireServer, Oracle Cloud's legacy one. The link-local ones
+// (169.254.169.254 of AWS, Google, Azure, Oracle, DigitalOcean,
+// OpenStack...; 169.254.170.2 and 169.254.170.23 of AWS's containers) are
+// refused as link-local.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("fd00:ec2::23"),
+	netip.MustParseAddr("fd20:ce::254"),
+	netip.MustParseAddr("100.100.100.200"),
+	netip.MustParseAddr("168.63.129.16"),
+	netip.MustParseAddr("192.0.0.192"),
+}
+
+// The IPv6 prefixes whose addresses carry an IPv4 address.
+var (
+	nat64Prefix  = netip.MustParsePrefix("64:ff9b::/96")
+	compatPrefix = netip.MustParsePrefix("::/96")
+	sixToFour    = netip.MustParsePrefix("2002::/16")
+	teredoPrefix = netip.MustParsePrefix("2001::/32")
+)
+
+// carried is the IPv4 address an IPv6 address ip carries, with the name of
+// the form, if it does: NAT64, IPv4-compatible, 6to4 or Teredo (whose
+// client address is inverted). IPv4-mapped addresses are unmapped before.
+func carried(ip netip.Addr) (netip.Addr, string, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, "", false
+	}
+	b := ip.As16()
+	switch {
+	case nat64Prefix.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[12:])), "NAT64", true
+	case compatPrefix.Contains(ip) && !ip.IsUnspecified() && !ip.IsLoopback():
+		return netip.AddrFrom4([4]byte(b[12:])), "IPv4-compatible", true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), "6to4", true
+	case teredoPrefix.Contains(ip):
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), "Teredo", true
+	}
+	return netip.Addr{}, "", false
+}
 
 // DialRefusedError is a dial the agent's policy refuses: Rule names the
 // rule, Text says what to do.
@@ -77,13 +127,25 @@ type dialPolicy struct {
 	explain   func(string) string // the Platform's ExplainName (NameNoter); nil for none
 }
 
-// nameRule checks host:port before anything is dialled: it returns the
-// cluster's name host is (nil if none), and refuses what the policy does
-// not let a run dial at all. network is "tcp" or "udp": a name's ports of
-// that protocol are the ones it may be dialled on.
+// dialHost is host as a run's dial is checked and made: a name in lower
+// case without its trailing dot, or an address in its canonical form. The
+// policy checks this form and the platform dials it, so that what is
+// checked is what is dialled.
+func dialHost(host string) string {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.String()
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// nameRule checks host:port, in the form dialHost makes, before anything
+// is dialled: it returns the cluster's name host is (nil if none), and
+// refuses what the policy does not let a run dial at all. network is "tcp"
+// or "udp": a name's ports of that protocol are the ones it may be dialled
+// on.
 func (p *dialPolicy) nameRule(c Catalog, known bool, network, host string, port int) (byName *ClusterName, err error) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	name := dialHost(host)
 	_, err = netip.ParseAddr(host)
 	isName := err != nil // a name, not an address
 	if isName {
@@ -132,28 +194,48 @@ func (p *dialPolicy) addrRule(ip netip.Addr, byName *ClusterName) error {
 	if alone {
 		return nil
 	}
-	refuse := func(rule, what string) error {
-		return &DialRefusedError{Address: ip.String(), Rule: rule,
-			Text: what + ", which runs may not reach through the agent unless the cluster admin lists this address alone in PLUG_DIAL"}
+	if err := p.specialRule(ip, ip, "", byName); err != nil {
+		return err
 	}
-	switch {
-	case ip.IsLoopback():
-		return refuse("loopback", "it is a loopback address, the agent's own")
-	case ip.IsLinkLocalUnicast():
-		return refuse("link-local", "it is a link-local address (where clouds answer for their metadata and credentials)")
-	case ip.IsUnspecified() || ip.IsMulticast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast():
-		return refuse("special", "it is not an address of a host")
-	case p.protected != nil && slices.Contains(p.protected(), ip):
-		if byName != nil && slices.Contains(byName.Protected, ip) {
-			return nil // the address the name stands for
+	if v4, form, ok := carried(ip); ok {
+		if err := p.specialRule(ip, v4, form, byName); err != nil {
+			return err
 		}
-		return refuse("protected", "it is the node's, the API server's or the agent's own address")
 	}
 	if byName != nil || slices.ContainsFunc(p.allow, func(a netip.Prefix) bool { return a.Contains(ip) }) {
 		return nil
 	}
 	return &DialRefusedError{Address: ip.String(), Rule: "PLUG_DIAL",
 		Text: "it is in none of the ranges the cluster admin allows with PLUG_DIAL"}
+}
+
+// specialRule refuses ip, dialled, when the address a is one no range
+// unlocks: a is ip itself, or (form naming how) the IPv4 address ip
+// carries.
+func (p *dialPolicy) specialRule(ip, a netip.Addr, form string, byName *ClusterName) error {
+	refuse := func(rule, what string) error {
+		if form != "" {
+			what = fmt.Sprintf("it carries %s (as %s): %s", a, form, strings.TrimPrefix(what, "it "))
+		}
+		return &DialRefusedError{Address: ip.String(), Rule: rule,
+			Text: what + ", which runs may not reach through the agent unless the cluster admin lists this address alone in PLUG_DIAL"}
+	}
+	switch {
+	case a.IsLoopback():
+		return refuse("loopback", "it is a loopback address, the agent's own")
+	case a.IsLinkLocalUnicast():
+		return refuse("link-local", "it is a link-local address (where clouds answer for their metadata and credentials)")
+	case slices.Contains(metadataAddrs, a):
+		return refuse("metadata", "it is where a cloud answers for its instances' metadata and credentials")
+	case a.IsUnspecified() || a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast():
+		return refuse("special", "it is not an address of a host")
+	case p.protected != nil && slices.Contains(p.protected(), a):
+		if form == "" && byName != nil && slices.Contains(byName.Protected, a) {
+			return nil // the address the name stands for
+		}
+		return refuse("protected", "it is the node's, the API server's or the agent's own address")
+	}
+	return nil
 }
 
 // control is a net.Dialer Control that applies addrRule.
@@ -188,6 +270,7 @@ func withDialControl(ctx context.Context, control func(network, address string, 
 // dialForRun dials host:port over network ("tcp" or "udp") for a run,
 // within the agent's dial policy.
 func (a *Agent) dialForRun(ctx context.Context, network, host string, port int) (net.Conn, error) {
+	host = dialHost(host)
 	c, known, _ := a.names.get()
 	byName, err := a.dial.nameRule(c, known, network, host, port)
 	if err != nil {

@@ -1,7 +1,9 @@
 package tunnel
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -31,6 +33,30 @@ func TestTheAddressRules(t *testing.T) {
 		{"", "10.96.0.10", true, ""},
 		{"", "10.96.0.10", false, "PLUG_DIAL"},
 		{"10.96.0.0/12", "10.96.0.10", false, ""},
+		// The clouds' metadata addresses, in every form, within a wide
+		// range or reached by a name, unless listed alone as dialled.
+		{"fd00::/8", "fd00:ec2::254", false, "metadata"},
+		{"fd00::/8", "fd00:ec2::23", false, "metadata"},
+		{"", "fd00:ec2::254", true, "metadata"},
+		{"fd00:ec2::254/128", "fd00:ec2::254", false, ""},
+		{"fd00::/8", "fd20:ce::254", false, "metadata"},
+		{"100.64.0.0/10", "100.100.100.200", false, "metadata"},
+		{"", "100.100.100.200", true, "metadata"},
+		{"0.0.0.0/0", "168.63.129.16", false, "metadata"},
+		{"0.0.0.0/0", "192.0.0.192", false, "metadata"},
+		{"::/0", "::ffff:169.254.169.254", false, "link-local"},
+		{"::/0", "::169.254.169.254", false, "link-local"},
+		{"::/0", "64:ff9b::169.254.169.254", false, "link-local"},
+		{"::/0", "64:ff9b::100.100.100.200", false, "metadata"},
+		{"", "64:ff9b::100.100.100.200", true, "metadata"},
+		{"::/0", "2002:a9fe:a9fe::1", false, "link-local"},
+		{"::/0", "2002:6464:64c8::", false, "metadata"},
+		{"::/0", "2001:0:1:2:3:4:5601:5601", false, "link-local"},
+		{"::/0", "64:ff9b::127.0.0.1", false, "loopback"},
+		{"::/0", "2002:7f00:1::", false, "loopback"},
+		{"::/0", "64:ff9b::10.1.2.3", false, "protected"},
+		{"::/0", "64:ff9b::10.96.0.10", false, ""},
+		{"64:ff9b::a9fe:a9fe/128", "64:ff9b::169.254.169.254", false, ""},
 	}
 	for _, tc := range cases {
 		allow, err := ParseDial(tc.allow)
@@ -133,4 +159,43 @@ func TestARefusedNameIsExplained(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal starting %q", host, err, want)
 		}
 	}
+}
+
+// A host is checked and dialled in one form: a name in lower case without
+// its trailing dot (so that "web." reaches the cluster's web, as checked,
+// by the search path), an address in its canonical form.
+func TestTheHostCheckedIsTheHostDialled(t *testing.T) {
+	for host, want := range map[string]string{
+		"Web.":                   "web",
+		"web.plug.svc.":          "web.plug.svc",
+		"KUBERNETES.Default":     "kubernetes.default",
+		"::FFFF:169.254.169.254": "::ffff:169.254.169.254",
+		"FD00:EC2:0::254":        "fd00:ec2::254",
+		"010.1.2.3":              "010.1.2.3", // no address: a name, refused as none of the cluster's
+	} {
+		if got := dialHost(host); got != want {
+			t.Errorf("dialHost(%q) = %q, want %q", host, got, want)
+		}
+	}
+	dialled := make(chan string, 1)
+	a := &Agent{Platform: dialRecorder(dialled), dial: &dialPolicy{}}
+	a.names.set(Catalog{Names: []ClusterName{{Name: "web", Ports: []int{80}}}})
+	a.dialForRun(t.Context(), "tcp", "WEB.", 80)
+	if got := <-dialled; got != "web:80" {
+		t.Errorf("WEB.:80, checked as web:80, was dialled as %q", got)
+	}
+}
+
+// dialRecorder is a Platform that passes on the address each dial is for,
+// and connects nowhere.
+type dialRecorder chan<- string
+
+func (d dialRecorder) Serve(context.Context, Binding) (Served, error)        { return Served{}, nil }
+func (d dialRecorder) Release(context.Context, Binding) error                { return nil }
+func (d dialRecorder) Maintain(context.Context) error                        { return nil }
+func (d dialRecorder) Rights(context.Context) ([]Right, error)               { return nil, nil }
+func (d dialRecorder) WatchNames(context.Context, func([]ClusterName)) error { return nil }
+func (d dialRecorder) DialContext(_ context.Context, _, address string) (net.Conn, error) {
+	d <- address
+	return nil, errors.New("connects nowhere")
 }

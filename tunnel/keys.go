@@ -19,9 +19,11 @@ import (
 type Keys interface {
 	// Admit returns nil when key may open runs as user, connecting from
 	// from; else an error whose text the developer reads, saying what to
-	// do. The agent asks at each authentication, and again of every open
-	// run after Recheck: a run whose key is no longer admitted ends, and
-	// its developer reads the refusal (a *Revoked says who took it back).
+	// do. The agent asks at each authentication, once the developer has
+	// proven the key with a signature, and again of every open run after
+	// Recheck: a run whose key is no longer admitted ends, and its
+	// developer reads the refusal (a *Revoked says who took it back).
+	// Admit records nothing (a Requester's Request does).
 	Admit(user string, key ssh.PublicKey, from net.Addr) error
 	// Oversees reports whether the holder of the key with this fingerprint
 	// ("SHA256:...") sees every developer's runs in plug who and may end

@@ -114,7 +114,10 @@ type Members struct {
 	asking map[string]bool // keys whose request is being recorded
 }
 
-var _ WatchedKeys = (*Members)(nil)
+var (
+	_ WatchedKeys = (*Members)(nil)
+	_ Requester   = (*Members)(nil)
+)
 
 // NewMembers returns the admission of store: by approval when invite is
 // set, else open (any key), with the admins the list names.
@@ -130,10 +133,13 @@ type NotMemberError struct {
 	Key      string // fingerprint
 	Recorded bool   // its request is pending, for a member to accept
 	Full     bool   // too many requests are pending to record it
+	Limited  bool   // too many new requests came lately, from its address or overall, to record it
 }
 
 func (e *NotMemberError) Error() string {
 	switch {
+	case e.Limited:
+		return "this key is not a member of this cluster's plug, and too many new keys asked to be let in lately (from your address, or from everywhere), so its request was not recorded: try again in a few minutes"
 	case e.Full:
 		return fmt.Sprintf("this key is not a member of this cluster's plug, and %d requests are pending already, so it was not recorded: ask a member to accept or refuse them (plug members -p PROFILE lists them), then try again", MaxPending)
 	default:
@@ -142,7 +148,9 @@ func (e *NotMemberError) Error() string {
 }
 
 // Admit lets in a member's key for its own account; see Keys. With open
-// admission it lets in every key.
+// admission it lets in every key. It records nothing: the refusal of a key
+// that is not a member says whether its request is pending already; the
+// agent records it with Request once the key is proven.
 func (m *Members) Admit(user string, key ssh.PublicKey, from net.Addr) error {
 	if !m.invite {
 		return nil
@@ -171,6 +179,18 @@ func (m *Members) Admit(user string, key ssh.PublicKey, from net.Addr) error {
 		}
 		return &Revoked{By: r.RemovedBy, Reason: fmt.Sprintf("%s. A member may accept it again: plug members accept -p PROFILE %s", why, fp)}
 	}
+	pending := m.list.request(fp) >= 0
+	return &NotMemberError{Key: fp, Recorded: pending, Full: !pending && len(m.list.Pending) >= MaxPending}
+}
+
+// Request records key's request for the account user, from from, unless
+// too many are pending; see Requester. The agent asks it only of a key
+// whose holder proved it, so that nobody records a request for a key
+// they do not hold.
+func (m *Members) Request(user string, key ssh.PublicKey, from net.Addr) error {
+	fp := ssh.FingerprintSHA256(key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	full := len(m.list.Pending) >= MaxPending && m.list.request(fp) < 0
 	if !full {
 		m.record(Request{Key: fp, PublicKey: authorizedLine(key), User: PeerText(user), From: addrString(from)})

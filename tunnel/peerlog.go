@@ -1,10 +1,6 @@
 package tunnel
 
-import (
-	"fmt"
-	"sync"
-	"time"
-)
+import "fmt"
 
 // A peer may make the agent log only so much: each peer (a developer key,
 // or the source address of a connection that has not authenticated) has a
@@ -20,71 +16,23 @@ const (
 )
 
 type peerLog struct {
-	logf func(format string, args ...any)
-
-	mu    sync.Mutex
-	peers map[string]*logBucket
-	other logBucket // for peers beyond maxLogPeers
-}
-
-type logBucket struct {
-	tokens  float64
-	last    time.Time
-	dropped int
+	logf  func(format string, args ...any)
+	peers *rateBuckets
 }
 
 func newPeerLog(logf func(string, ...any)) *peerLog {
-	return &peerLog{logf: logf, peers: map[string]*logBucket{}, other: logBucket{tokens: peerLogBurst}}
+	return &peerLog{logf: logf, peers: newRateBuckets(peerLogBurst, peerLogRate, maxLogPeers)}
 }
 
 // printf logs one line about peer, unless peer has used its share.
 func (l *peerLog) printf(peer, format string, args ...any) {
-	l.mu.Lock()
-	b := l.bucket(peer)
-	now := time.Now()
-	if !b.last.IsZero() {
-		b.tokens = min(peerLogBurst, b.tokens+now.Sub(b.last).Seconds()*peerLogRate)
-	}
-	b.last = now
-	if b.tokens < 1 {
-		b.dropped++
-		l.mu.Unlock()
+	ok, dropped := l.peers.take(peer)
+	if !ok {
 		return
 	}
-	b.tokens--
-	dropped := b.dropped
-	b.dropped = 0
-	l.mu.Unlock()
 	if dropped > 0 {
 		format = "%s" + format
 		args = append([]any{fmt.Sprintf("(%d more lines about %s were not logged) ", dropped, peer)}, args...)
 	}
 	l.logf(format, args...)
-}
-
-// bucket is peer's bucket, made full for a new peer. Called with l.mu held.
-func (l *peerLog) bucket(peer string) *logBucket {
-	if b := l.peers[peer]; b != nil {
-		return b
-	}
-	if len(l.peers) >= maxLogPeers {
-		l.prune()
-	}
-	if len(l.peers) >= maxLogPeers {
-		return &l.other
-	}
-	b := &logBucket{tokens: peerLogBurst}
-	l.peers[peer] = b
-	return b
-}
-
-// prune forgets the peers whose bucket has refilled: they would start
-// full again anyway.
-func (l *peerLog) prune() {
-	now := time.Now()
-	for peer, b := range l.peers {
-		if b.dropped == 0 && b.tokens+now.Sub(b.last).Seconds()*peerLogRate >= peerLogBurst {
-			delete(l.peers, peer)
-		}
-	}
 }

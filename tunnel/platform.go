@@ -197,6 +197,17 @@ type AddressProtector interface {
 	ProtectedAddrs() []netip.Addr
 }
 
+// CallerAddresser is a Platform that sends the callers of a served name to
+// one address of the agent's (Binding.Target is a port there): the pod's
+// address on Kubernetes (POD_IP, what the Service's endpoints name), the
+// address the relays dial on Swarm. The agent listens for a name's callers
+// on that address only, never on every interface; on a Platform that is
+// not a CallerAddresser (the memory platform), on the loopback address.
+type CallerAddresser interface {
+	Platform
+	CallerAddr() netip.Addr
+}
+
 // PublicAddresser is a Platform that can find the address developers reach
 // the agent by, for the installer (ssh get@HOST install | sh), when the
 // operator did not give one (Agent.PublicAddr). PublicAddr returns it as
@@ -455,19 +466,24 @@ type RunStore interface {
 	DeleteRun(ctx context.Context, agent, run string) error
 	// Runs returns the records of every live agent.
 	Runs(ctx context.Context) ([]RunRecord, error)
-	// EndRun marks every agent's record of run ended by end.By, for
-	// end.Reason, and returns how many it marked. Each agent holding one
-	// learns it from WatchEnded and ends its part of the run.
-	EndRun(ctx context.Context, run string, end RunEnd) (int, error)
-	// WatchEnded calls ended, until ctx ends, for each record of agent
+	// EndRun marks ended by end.By, for end.Reason, every agent's record
+	// of run whose Key is key (the fingerprint of the key that opened the
+	// run), and returns how many it marked: a record of the same run id
+	// written for another key is left alone, since a run id proves
+	// nothing. Each agent holding one learns it from WatchEnded and ends
+	// its part of the run.
+	EndRun(ctx context.Context, run, key string, end RunEnd) (int, error)
+	// WatchEnded calls ended, until ctx ends, with each record of agent
 	// (this agent) that EndRun marked, those marked before it was called
 	// too. Calls never overlap. It returns ctx.Err(), or an error that
 	// retrying cannot fix.
-	WatchEnded(ctx context.Context, agent string, ended func(run string, end RunEnd)) error
+	WatchEnded(ctx context.Context, agent string, ended func(rec RunRecord, end RunEnd)) error
 }
 
 // RunRecord is what an agent says of one run it holds a connection of (or
-// keeps the names of, for the grace after the connection dropped).
+// keeps the names of, for the grace after the connection dropped). A run
+// belongs to the key that opened it (Key): an agent lets no other key
+// open, re-attach to, move or end a run of that id, on any replica.
 type RunRecord struct {
 	Run     string `json:"run"`
 	Agent   string `json:"agent"`             // the agent instance holding it

@@ -43,13 +43,14 @@ func (w *WrittenRecords) Names() []string {
 
 // MarkEnded is EndRun for a platform that keeps the records of runs as
 // objects R: of objs, it marks with mark each one that live reads as a
-// live record of run, and returns how many it marked, with the errors of
-// those it could not. mark returns nil for an object gone meanwhile.
-func MarkEnded[R any](objs []R, run string, live func(R) (RunRecord, bool), mark func(R) error) (int, error) {
+// live record of run opened by key, and returns how many it marked, with
+// the errors of those it could not. mark returns nil for an object gone
+// meanwhile.
+func MarkEnded[R any](objs []R, run, key string, live func(R) (RunRecord, bool), mark func(R) error) (int, error) {
 	n := 0
 	var errs []error
 	for _, o := range objs {
-		if rec, ok := live(o); !ok || rec.Run != run {
+		if rec, ok := live(o); !ok || rec.Run != run || rec.Key != key {
 			continue
 		}
 		if err := mark(o); err != nil {

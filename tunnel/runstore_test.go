@@ -21,16 +21,17 @@ func TestWrittenRecordsKeepsWhatWasAddedAndNotRemoved(t *testing.T) {
 	}
 }
 
-func TestMarkEndedMarksTheLiveRecordsOfTheRunAndCountsThem(t *testing.T) {
+func TestMarkEndedMarksTheLiveRecordsOfTheRunOfTheKeyAndCountsThem(t *testing.T) {
 	type obj struct {
-		run  string
-		live bool
-		fail bool
+		run, key string
+		live     bool
+		fail     bool
 	}
-	objs := []obj{{"r1", true, false}, {"r1", false, false}, {"r2", true, false}, {"r1", true, true}, {"r1", true, false}}
+	objs := []obj{{"r1", "alice", true, false}, {"r1", "alice", false, false}, {"r2", "alice", true, false}, {"r1", "alice", true, true},
+		{"r1", "alice", true, false}, {"r1", "bob", true, false}}
 	var tried []obj
-	live := func(o obj) (RunRecord, bool) { return RunRecord{Run: o.run}, o.live }
-	n, err := MarkEnded(objs, "r1", live, func(o obj) error {
+	live := func(o obj) (RunRecord, bool) { return RunRecord{Run: o.run, Key: o.key}, o.live }
+	n, err := MarkEnded(objs, "r1", "alice", live, func(o obj) error {
 		tried = append(tried, o)
 		if o.fail {
 			return errors.New("refused")
@@ -38,7 +39,7 @@ func TestMarkEndedMarksTheLiveRecordsOfTheRunAndCountsThem(t *testing.T) {
 		return nil
 	})
 	if want := []obj{objs[0], objs[3], objs[4]}; !slices.Equal(tried, want) {
-		t.Errorf("MarkEnded tried to mark %v, want the live records of r1 %v", tried, want)
+		t.Errorf("MarkEnded tried to mark %v, want the live records of alice's r1 %v (not bob's of the same id)", tried, want)
 	}
 	if n != 2 {
 		t.Errorf("MarkEnded counted %d marked, want 2", n)

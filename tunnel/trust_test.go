@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -409,52 +411,86 @@ func TestTheDialPolicyRefusesWhatIsNotAClusterName(t *testing.T) {
 	}
 }
 
-// Two agent replicas share a platform: a second key sending the first
-// run's id to the other replica (or to the same one) can neither serve,
-// extend, move nor give back the first run's names; the first run keeps
-// them, its callers keep reaching it, and it is told nothing.
+// Two agent replicas share a platform and its records of runs: a second
+// key sending the first run's id can neither squat it (open a run of that
+// id) nor re-attach to it on either replica, nor end it with plug end on
+// either, even when a record of its own bears that id (a squat that raced
+// in); the first run keeps its names, its callers keep reaching it, it is
+// told nothing, and it still moves to the other replica.
 func TestAnotherKeyCannotTakeARunByItsID(t *testing.T) {
 	platform := tunneltest.NewPlatform()
 	addrA, hostKeyA, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.ID = "agent-a" })
 	addrB, hostKeyB, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.ID = "agent-b" })
 	alice, _ := newKey(t)
+	aliceFP := ssh.FingerprintSHA256(alice.PublicKey())
 	ctx := ctxFor(t, 30*time.Second)
-	s, aliceEvents := connect(t, addrA, hostKeyA, alice, tunnel.RunInfo{ID: "run-of-alice", Serves: true}, func(c *tunnel.ClientConfig) { c.User = "alice" })
+	run := tunnel.RunInfo{ID: "run-of-alice", Serves: true}
+	s, aliceEvents := connect(t, addrA, hostKeyA, alice, run, func(c *tunnel.ClientConfig) { c.User = "alice" })
 	if _, err := s.Serve(ctx, "web", 80, echoServer(t, "alice says ")); err != nil {
 		t.Fatal(err)
 	}
 	expectEcho(t, platformDial(platform, "web:80"), "alice says ")
+	clustertest.Until(t, 10*time.Second, "alice's run in the records", func() bool {
+		recs, _ := platform.Runs(ctx)
+		return len(recs) == 1 && len(recs[0].Names) == 1
+	})
 
 	mallory, _ := newKey(t)
-	thief, _ := connect(t, addrB, hostKeyB, mallory, tunnel.RunInfo{ID: "run-of-alice", Serves: true}, func(c *tunnel.ClientConfig) { c.User = "mallory" })
-	for _, port := range []int{80, 81} {
-		_, err := thief.Serve(ctx, "web", port, echoServer(t, "mallory says "))
-		if err == nil || !strings.Contains(err.Error(), "already served by alice (key "+ssh.FingerprintSHA256(alice.PublicKey())+") since") {
-			t.Errorf("another key serving web:%d with alice's run id on another replica: %v", port, err)
-		} else if strings.Contains(err.Error(), "run-of-alice") {
-			t.Errorf("the refusal tells the run id: %v", err)
+	malloryFP := ssh.FingerprintSHA256(mallory.PublicKey())
+	as := func(addr string, host ssh.PublicKey) tunnel.ClientConfig {
+		return tunnel.ClientConfig{Addr: addr, User: "mallory", Signer: mallory, HostKey: host, Run: run}
+	}
+	for _, c := range []tunnel.ClientConfig{as(addrB, hostKeyB), as(addrA, hostKeyA)} {
+		_, err := tunnel.Connect(ctx, c)
+		if err == nil || !strings.Contains(err.Error(), "belongs to another key") {
+			t.Errorf("another key saying hello with alice's run id to %s: %v, want a refusal", c.Addr, err)
 		}
 	}
-	if err := thief.Close(); err != nil {
-		t.Errorf("the thief's goodbye: %v", err)
+	// A record of mallory's own bearing alice's run id, as if a squat had
+	// raced in on a third replica: plug end by mallory ends hers only.
+	if err := platform.PutRun(ctx, tunnel.RunRecord{Run: run.ID, Agent: "agent-c", User: "mallory", Key: malloryFP, Since: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
 	}
-	_, err := tunnel.Connect(ctx, tunnel.ClientConfig{Addr: addrA, User: "mallory", Signer: mallory, HostKey: hostKeyA, Run: tunnel.RunInfo{ID: "run-of-alice", Serves: true}})
-	if err == nil || !strings.Contains(err.Error(), "belongs to another key") {
-		t.Errorf("another key re-attaching to alice's run on her replica: %v", err)
+	for _, c := range []tunnel.ClientConfig{as(addrB, hostKeyB), as(addrA, hostKeyA)} {
+		_, err := tunnel.Connect(ctx, c)
+		if err == nil || !strings.Contains(err.Error(), "belongs to another key") {
+			t.Errorf("another key with a record of alice's run id saying hello to %s: %v, want a refusal", c.Addr, err)
+		}
+		c.Run = tunnel.RunInfo{}
+		ended, err := tunnel.End(ctx, c, run.ID, "mine now")
+		if err != nil || ended.Key != malloryFP {
+			t.Errorf("mallory's end of %s on %s: %+v %v, want her own record ended", run.ID, c.Addr, ended, err)
+		}
+	}
+	recs, _ := platform.Runs(ctx)
+	for _, rec := range recs {
+		if rec.Key == aliceFP && rec.Agent != "agent-a" {
+			t.Errorf("alice's run has a record on %s", rec.Agent)
+		}
 	}
 
-	if b, held := platform.Held("web"); !held || b.Holder.Developer != ssh.FingerprintSHA256(alice.PublicKey()) || b.Holder.Agent != "agent-a" {
+	if b, held := platform.Held("web"); !held || b.Holder.Developer != aliceFP || b.Holder.Agent != "agent-a" {
 		t.Errorf("web is held by %+v, %t", b.Holder, held)
 	}
 	if n := platform.Count("release", "web"); n != 0 {
 		t.Errorf("web was released %d times", n)
 	}
 	expectEcho(t, platformDial(platform, "web:80"), "alice says ")
+	select {
+	case <-s.Done():
+		t.Fatalf("alice's run ended: %v", s.Err())
+	default:
+	}
 	if aliceEvents.has("[ended]") || aliceEvents.has("[refused]") || aliceEvents.has("[warning]") {
 		t.Errorf("alice was told:\n%s", aliceEvents)
 	}
 	if _, err := s.Serve(ctx, "api", 81, echoServer(t, "")); err != nil {
 		t.Errorf("alice serving another name afterwards: %v", err)
+	}
+	// Her run still moves to the other replica: it is hers.
+	moved, _ := connect(t, addrB, hostKeyB, alice, run, func(c *tunnel.ClientConfig) { c.User = "alice" })
+	if _, err := moved.Serve(ctx, "web", 80, echoServer(t, "alice moved says ")); err != nil {
+		t.Errorf("alice moving her run and its name to the other replica: %v", err)
 	}
 }
 
@@ -492,4 +528,64 @@ func runFlood(addr string) {
 	started.Wait()
 	fmt.Println("flooding")
 	wg.Wait()
+}
+
+// callerAt is a platform that sends the callers of served names to the
+// agent's address at (tunnel.CallerAddresser).
+type callerAt struct {
+	*tunneltest.Platform
+	at netip.Addr
+}
+
+func (p callerAt) CallerAddr() netip.Addr { return p.at }
+
+// A served name's callers are taken on the agent's own address only, not
+// on every interface: the platform's (the pod's address on Kubernetes),
+// or loopback on the memory platform.
+func TestAServedNameListensOnTheAgentsOwnAddressOnly(t *testing.T) {
+	ctx := ctxFor(t, 20*time.Second)
+	for _, tc := range []struct {
+		platform  tunnel.Platform
+		on, notOn string
+	}{
+		{tunneltest.NewPlatform(), "127.0.0.1", "127.0.0.2"},
+		{callerAt{tunneltest.NewPlatform(), netip.MustParseAddr("127.0.0.3")}, "127.0.0.3", "127.0.0.1"},
+	} {
+		held, _ := tc.platform.(*tunneltest.Platform)
+		if c, ok := tc.platform.(callerAt); ok {
+			held = c.Platform
+		}
+		addr, hostKey, _ := tunneltest.StartAgent(t, tc.platform)
+		dev, _ := newKey(t)
+		s, _ := connect(t, addr, hostKey, dev, tunnel.RunInfo{Serves: true})
+		if _, err := s.Serve(ctx, "web", 80, echoServer(t, "")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ServeUDP(ctx, "stats", 8125, "127.0.0.1:9"); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := held.Held("web")
+		target := strconv.Itoa(b.Target)
+		if c, err := net.Dial("tcp", net.JoinHostPort(tc.on, target)); err != nil {
+			t.Errorf("web's callers on %s: %v", tc.on, err)
+		} else {
+			c.Close()
+		}
+		if c, err := net.Dial("tcp", net.JoinHostPort(tc.notOn, target)); err == nil {
+			c.Close()
+			t.Errorf("web's port %s answers on %s too, not only on the agent's own address %s", target, tc.notOn, tc.on)
+		}
+		u, _ := held.Held("stats")
+		// A UDP port bound to one address is not bound to the other:
+		// binding that one's port succeeds, binding the agent's fails.
+		if c, err := net.ListenPacket("udp", net.JoinHostPort(tc.on, strconv.Itoa(u.Target))); err == nil {
+			c.Close()
+			t.Errorf("stats's UDP port %d is free on %s: the agent does not listen there", u.Target, tc.on)
+		}
+		if c, err := net.ListenPacket("udp", net.JoinHostPort(tc.notOn, strconv.Itoa(u.Target))); err != nil {
+			t.Errorf("stats's UDP port %d is taken on %s too: %v", u.Target, tc.notOn, err)
+		} else {
+			c.Close()
+		}
+	}
 }

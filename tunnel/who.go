@@ -60,16 +60,17 @@ func (p Plugged) What() string {
 	return "client only"
 }
 
-// mergeRuns makes one Plugged of the records of each run, ordered by
-// when they began.
+// mergeRuns makes one Plugged of the records of each run (an id and the
+// key that opened it), ordered by when they began.
 func mergeRuns(recs []RunRecord) []Plugged {
-	byRun := map[string]*Plugged{}
+	type runKey struct{ run, key string } // a run is its id and its key
+	byRun := map[runKey]*Plugged{}
 	var order []*Plugged
 	for _, rec := range recs {
-		p := byRun[rec.Run]
+		p := byRun[runKey{rec.Run, rec.Key}]
 		if p == nil {
 			p = &Plugged{Run: rec.Run, User: rec.User, Key: rec.Key, Kind: rec.Kind, Container: rec.Container, Since: rec.Since, Away: true}
-			byRun[rec.Run] = p
+			byRun[runKey{rec.Run, rec.Key}] = p
 			order = append(order, p)
 		}
 		if rec.Since.Before(p.Since) {
@@ -106,7 +107,7 @@ func mergeRuns(recs []RunRecord) []Plugged {
 		p.Agents = slices.Compact(p.Agents)
 		if len(p.From) == 0 {
 			for _, rec := range recs {
-				if rec.Run == p.Run && !slices.Contains(p.From, rec.From) {
+				if rec.Run == p.Run && rec.Key == p.Key && !slices.Contains(p.From, rec.From) {
 					p.From = append(p.From, rec.From) // where it was when it dropped
 				}
 			}

@@ -2,11 +2,30 @@ package kubeplatform
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"plug/k8sapi"
 	"plug/tunnel"
 )
+
+// ShadowedNames are the names of the cluster's own Services that a run
+// does not serve unless the operator allows it (Options.AllowShadowing):
+// the API server's (kubernetes; openshift on OpenShift) and the cluster
+// DNS's (kube-dns, coredns; dns-default on OpenShift). Those Services
+// live in other namespaces; a Service of that name in the agent's
+// namespace would answer the pods there that call the cluster's own by
+// its short name, the run instead of the API server or the DNS.
+var ShadowedNames = []string{"kubernetes", "openshift", "kube-dns", "coredns", "dns-default"}
+
+// checkNotShadowing refuses, before anything changes, to serve one of
+// ShadowedNames, unless the operator allows it.
+func (p *Platform) checkNotShadowing(name string) error {
+	if p.times.AllowShadowing || !slices.Contains(ShadowedNames, name) {
+		return nil
+	}
+	return tunnel.Refused(name, "%s is the name of one of the cluster's own Services (the API server's or the DNS's): a Service %s in namespace %s would answer the pods there that call the cluster's %s by its short name, with this run; choose another name (the cluster's operator allows it with PLUG_ALLOW_SHADOWING=true)", name, name, p.ns, name)
+}
 
 // checkNotProtected refuses, before anything changes, a Service no run may
 // serve: plug's own (it selects the agent's pod, as the manifest's plug

@@ -382,8 +382,8 @@ func TestDeployedTwoReplicasWhoAndEnd(t *testing.T) {
 	if len(ips) != 2 {
 		t.Fatalf("agent pods at %v, want two", ips)
 	}
-	admin, dev := newSigner(t), newSigner(t)
-	for user, s := range map[string]ssh.Signer{"admin": admin, "dev": dev} {
+	admin, dev, mallory := newSigner(t), newSigner(t), newSigner(t)
+	for user, s := range map[string]ssh.Signer{"admin": admin, "dev": dev, "mallory": mallory} {
 		k.Kubectl(t, "exec", "deploy/plug", "--", "/plug", "agent", "members", "add", "--user", user, keys.AuthorizedKey(s.PublicKey()))
 	}
 	cfg := func(i int, user string, s ssh.Signer) tunnel.ClientConfig {
@@ -394,6 +394,29 @@ func TestDeployedTwoReplicasWhoAndEnd(t *testing.T) {
 	run := tunnel.RunInfo{ID: hex.EncodeToString(id[:]), Version: tunnel.Version, Serves: true, Comment: "dev@laptop"}
 	var sessions []*tunnel.Session
 	for i, name := range []string{"web", "promo"} {
+		if i == 1 {
+			// Another key (a member's) saying hello with the run's id to
+			// the replica that has not seen the run yet is refused, once
+			// the run's record is there: the run keeps its id for its
+			// own key, which moves on to that replica below.
+			clustertest.Eventually(t, 10*time.Second, "the run's record seen from "+ips[1], func() error {
+				runs, _, err := tunnel.Who(bg, cfg(1, "admin", admin))
+				if err != nil || len(runs) != 1 {
+					return fmt.Errorf("who: %+v %v", runs, err)
+				}
+				return nil
+			})
+			for j := range ips {
+				squat := cfg(j, "mallory", mallory)
+				squat.Run = run
+				if s, err := tunnel.Connect(bg, squat); err == nil || !strings.Contains(err.Error(), "belongs to another key") {
+					if s != nil {
+						s.Close()
+					}
+					t.Errorf("another key saying hello with the run's id to %s: %v, want a refusal", ips[j], err)
+				}
+			}
+		}
 		c := cfg(i, "dev", dev)
 		c.Run = run
 		var s *tunnel.Session

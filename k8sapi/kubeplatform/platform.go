@@ -71,6 +71,11 @@ type Options struct {
 	// belongs to none, or was not read.
 	Deployment string
 
+	// AllowShadowing lets runs serve the names of the cluster's own
+	// Services (ShadowedNames: kubernetes, kube-dns...), which Serve
+	// refuses by default (PLUG_ALLOW_SHADOWING=true).
+	AllowShadowing bool
+
 	// HelperImage is the image of the volume helpers (PLUG_HELPER_IMAGE);
 	// "" for the agent pod's own.
 	HelperImage string
@@ -205,6 +210,16 @@ func (p *Platform) ProtectedAddrs() []netip.Addr {
 	return append(slices.Clone(p.protected), p.ownIPs...)
 }
 
+var _ tunnel.CallerAddresser = (*Platform)(nil)
+
+// CallerAddr is the agent pod's address (Options.PodIP), which the
+// endpoints of the names it serves name: the agent listens for their
+// callers there only (tunnel.CallerAddresser).
+func (p *Platform) CallerAddr() netip.Addr {
+	a, _ := netip.AddrFromSlice(p.ip)
+	return a.Unmap()
+}
+
 // NewFromEnv returns the Platform of an agent started the way
 // deploy/plug-k8s.yaml starts it: the API server and credentials of the
 // pod's service account (or, outside a pod, of $KUBECONFIG or
@@ -233,7 +248,7 @@ func NewFromEnv(ctx context.Context, logf func(format string, args ...any)) (*Pl
 	}
 	opts := Options{Client: client, Namespace: ns, PodName: os.Getenv("POD_NAME"), PodIP: os.Getenv("POD_IP"),
 		NodeName: os.Getenv("NODE_NAME"), NodeIP: os.Getenv("HOST_IP"), HelperImage: os.Getenv("PLUG_HELPER_IMAGE"), Logf: logf,
-		Namespaces: []string{os.Getenv("PLUG_NAMESPACES")}, ServiceAccount: tokenAccount()}
+		Namespaces: []string{os.Getenv("PLUG_NAMESPACES")}, ServiceAccount: tokenAccount(), AllowShadowing: os.Getenv("PLUG_ALLOW_SHADOWING") == "true"}
 	if opts.PodName != "" {
 		opts.MasterServiceEnv = MasterServiceEnv(os.Environ())
 		readCtx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -155,8 +155,9 @@ func (p *Platform) stale(l *k8sapi.Lease) bool {
 	return l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > p.times.Stale
 }
 
-// EndRun marks every live Lease of run ended; see tunnel.RunStore.
-func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (int, error) {
+// EndRun marks every live Lease of run opened by key ended; see
+// tunnel.RunStore.
+func (p *Platform) EndRun(ctx context.Context, run, key string, end tunnel.RunEnd) (int, error) {
 	raw, err := json.Marshal(end)
 	if err != nil {
 		return 0, err
@@ -167,7 +168,7 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 		return 0, fmt.Errorf("listing the records of run %s (Leases): %w", run, err)
 	}
 	live := func(l k8sapi.Lease) (tunnel.RunRecord, bool) { return p.liveRecord(&l) }
-	return tunnel.MarkEnded(list.Items, run, live, func(l k8sapi.Lease) error {
+	return tunnel.MarkEnded(list.Items, run, key, live, func(l k8sapi.Lease) error {
 		_, err := leases.MergePatch(ctx, l.Metadata.Name, map[string]any{
 			"metadata": map[string]any{"annotations": map[string]string{AnnotationRunEnded: string(raw)}},
 		})
@@ -180,7 +181,7 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 
 // WatchEnded follows agent's Leases and passes on each one marked ended,
 // once; see tunnel.RunStore.
-func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run string, end tunnel.RunEnd)) error {
+func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(rec tunnel.RunRecord, end tunnel.RunEnd)) error {
 	told := map[string]bool{} // Lease names already passed on
 	check := func(l *k8sapi.Lease) {
 		raw, marked := l.Metadata.Annotations[AnnotationRunEnded]
@@ -193,7 +194,7 @@ func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run 
 			return
 		}
 		told[l.Metadata.Name] = true
-		ended(rec.Run, end)
+		ended(rec, end)
 	}
 	opts := k8sapi.ListOptions{LabelSelector: LabelRecord + "=run," + LabelRecordAgent + "=" + tunnel.RecordDigest(agent)}
 	return p.c.Leases(p.ns).Follow(ctx, opts, 10*time.Second, k8sapi.Handler[k8sapi.Lease]{

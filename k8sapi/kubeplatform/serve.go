@@ -27,6 +27,9 @@ func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, 
 	if err := tunnel.CheckBinding(b); err != nil {
 		return tunnel.Served{}, err
 	}
+	if err := p.checkNotShadowing(b.Name); err != nil {
+		return tunnel.Served{}, err
+	}
 	if b.Holder.Agent == "" {
 		b.Holder.Agent = p.pod
 	}

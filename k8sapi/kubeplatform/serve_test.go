@@ -304,6 +304,29 @@ func TestPlugsOwnAndProtectedServicesAreNeverServed(t *testing.T) {
 	}
 }
 
+// The names of the cluster's own Services (the API server's, the DNS's)
+// are refused by default, saying why and how the operator allows them,
+// and nothing is created: a Service kubernetes in the agent's namespace
+// would answer the pods there calling the API server by its short name.
+// With PLUG_ALLOW_SHADOWING=true (AllowShadowing) they are served.
+func TestTheClusterOwnNamesAreNotShadowedUnlessAllowed(t *testing.T) {
+	f := newFakeKube(t)
+	p := f.platform(t, f.agentPod(t, "agent-a"), nil)
+	rv := f.ResourceVersion()
+	for _, name := range []string{"kubernetes", "kube-dns"} {
+		_, err := p.Serve(bg, fakeRun("run-1", name, 443, nil))
+		var refused *tunnel.RefusedError
+		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "one of the cluster's own Services") || !strings.Contains(err.Error(), "PLUG_ALLOW_SHADOWING=true") {
+			t.Errorf("Serve(%s:443) = %v, want a refusal naming the switch", name, err)
+		}
+	}
+	f.unchanged(t, rv, "the refused requests")
+	allowed := f.platform(t, f.agentPod(t, "agent-b"), func(o *Options) { o.AllowShadowing = true })
+	if _, err := allowed.Serve(bg, fakeRun("run-2", "kubernetes", 443, nil)); err != nil {
+		t.Errorf("Serve(kubernetes:443) with shadowing allowed: %v", err)
+	}
+}
+
 // Taking over a Service a GitOps controller manages tells the run which
 // controller and the remedy, before anything else.
 func TestTakeoverOfAManagedServiceWarnsTheRun(t *testing.T) {

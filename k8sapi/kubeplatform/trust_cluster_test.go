@@ -1,6 +1,7 @@
 package kubeplatform
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,9 @@ import (
 
 // Issue 12, acceptance 1, on the real cluster: a second key sending the
 // first run's id to another agent replica can neither serve nor extend,
-// move or give back the first run's name; the Service is not changed, the
-// first run keeps answering and is told nothing.
+// move or give back the first run's name, nor end the first run through
+// the records of runs; the Service is not changed, the first run's Lease
+// is not marked, the first run keeps answering and is told nothing.
 func TestAnotherKeyCannotTakeARunByItsID(t *testing.T) {
 	k := needKube(t)
 	k.deployWeb(t, 1)
@@ -82,6 +84,53 @@ func TestAnotherKeyCannotTakeARunByItsID(t *testing.T) {
 		t.Errorf("the second replica holds web: %+v", h)
 	}
 	k.eventuallyAnswered(t, "http://web/", "local")
+
+	// The records of runs (Leases): a record of the other key bearing the
+	// first run's id, on the second replica, as a squat that raced in
+	// would leave. Ending the run of that id for the other key marks its
+	// own Lease only; the first run's Lease is not marked, and the first
+	// replica's watch is told nothing of it.
+	podA, podB := first.pod, second.pod
+	aliceRec := tunnel.RunRecord{Run: "run-shared", Agent: podA, User: "alice", Key: "SHA256:alice", Since: time.Now().UTC()}
+	malloryRec := tunnel.RunRecord{Run: "run-shared", Agent: podB, User: "mallory", Key: "SHA256:mallory", Since: time.Now().UTC()}
+	if err := first.PutRun(bg, aliceRec); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.PutRun(bg, malloryRec); err != nil {
+		t.Fatal(err)
+	}
+	watched := make(chan tunnel.RunRecord, 4)
+	watchCtx, stopWatch := context.WithCancel(bg)
+	defer stopWatch()
+	go first.WatchEnded(watchCtx, podA, func(rec tunnel.RunRecord, _ tunnel.RunEnd) { watched <- rec })
+	go second.WatchEnded(watchCtx, podB, func(rec tunnel.RunRecord, _ tunnel.RunEnd) { watched <- rec })
+	n, err := second.EndRun(bg, "run-shared", "SHA256:mallory", tunnel.RunEnd{By: "mallory (SHA256:mallory)", Reason: "mine now", At: time.Now().UTC()})
+	if err != nil || n != 1 {
+		t.Errorf("ending run-shared of mallory's key: %d marked, %v; want her one Lease", n, err)
+	}
+	select {
+	case rec := <-watched:
+		if rec.Key != "SHA256:mallory" || rec.Agent != podB {
+			t.Errorf("a watch was told of %+v ended, want mallory's record on %s", rec, podB)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the second replica's watch was not told of mallory's record ended")
+	}
+	l, err := k.admin.Leases(k.Namespace).Get(bg, leaseName(podA, "run-shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end, marked := l.Metadata.Annotations[AnnotationRunEnded]; marked {
+		t.Errorf("the first run's Lease was marked ended by the other key's end: %s", end)
+	}
+	select {
+	case rec := <-watched:
+		t.Errorf("a watch was told of %+v ended too", rec)
+	default:
+	}
+	first.DeleteRun(bg, podA, "run-shared")
+	second.DeleteRun(bg, podB, "run-shared")
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, e := range told {

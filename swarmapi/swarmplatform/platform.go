@@ -239,6 +239,16 @@ var _ tunnel.AddressProtector = (*Platform)(nil)
 // ProtectedAddrs are Options.Protected (tunnel.AddressProtector).
 func (p *Platform) ProtectedAddrs() []netip.Addr { return p.opts.Protected }
 
+var _ tunnel.CallerAddresser = (*Platform)(nil)
+
+// CallerAddr is Options.Address, which the relays dial: the agent listens
+// for the callers of the names it serves there only
+// (tunnel.CallerAddresser).
+func (p *Platform) CallerAddr() netip.Addr {
+	a, _ := netip.ParseAddr(p.opts.Address)
+	return a
+}
+
 // DialContext connects to address ("name:port") from the agent's container:
 // Docker's resolver answers service names and aliases of the networks the
 // agent is on, as it does for any task there; the agent's dial policy

@@ -121,8 +121,8 @@ func (p *Platform) liveRecord(ctx context.Context, c swarmapi.Config) (tunnel.Ru
 	return rec, alive
 }
 
-// EndRun marks every live config of run ended.
-func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (int, error) {
+// EndRun marks every live config of run opened by key ended.
+func (p *Platform) EndRun(ctx context.Context, run, key string, end tunnel.RunEnd) (int, error) {
 	raw, err := json.Marshal(end)
 	if err != nil {
 		return 0, err
@@ -132,7 +132,7 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 		return 0, err
 	}
 	live := func(c swarmapi.Config) (tunnel.RunRecord, bool) { return p.liveRecord(ctx, c) }
-	return tunnel.MarkEnded(cfgs, run, live, func(c swarmapi.Config) error {
+	return tunnel.MarkEnded(cfgs, run, key, live, func(c swarmapi.Config) error {
 		labels := maps.Clone(c.Spec.Labels)
 		labels[labelRunEnded] = string(raw)
 		if err := p.opts.Client.UpdateConfigLabels(ctx, c, labels); err != nil && !swarmapi.IsNotFound(err) {
@@ -144,7 +144,7 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 
 // WatchEnded follows the configs' events and passes on each record of
 // agent marked ended, once.
-func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run string, end tunnel.RunEnd)) error {
+func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(rec tunnel.RunRecord, end tunnel.RunEnd)) error {
 	changed := make(chan struct{}, 1)
 	go p.followConfigs(ctx, time.Now(), changed) // from before the first listing: no change is missed
 	told := map[string]bool{}
@@ -160,7 +160,7 @@ func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run 
 				var end tunnel.RunEnd
 				if json.Unmarshal([]byte(c.Spec.Labels[labelRunRecord]), &rec) == nil && json.Unmarshal([]byte(raw), &end) == nil {
 					told[c.ID] = true
-					ended(rec.Run, end)
+					ended(rec, end)
 				}
 			}
 		}

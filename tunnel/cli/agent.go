@@ -46,7 +46,12 @@ connect to. It is configured by its environment:
   PLUG_DIAL         address ranges runs may dial beyond the cluster's names,
                     e.g. 10.0.0.0/8,fd00::/8 (default none); an address the
                     agent refuses by default (the node's, the API server's,
-                    loopback, link-local) only when listed alone, e.g. 10.0.0.1/32
+                    loopback, link-local, the clouds' metadata addresses such
+                    as fd00:ec2::254, in any IPv6 form carrying them) only
+                    when listed alone, e.g. 10.0.0.1/32
+  PLUG_ALLOW_SHADOWING  Kubernetes: true lets runs serve the names of the
+                    cluster's own Services (kubernetes, kube-dns...), refused
+                    by default
 
 Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_RUNS_PER_KEY          runs open at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.RunsPerKey) + `]

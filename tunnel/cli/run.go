@@ -315,9 +315,11 @@ func (c *cli) start(argv []string, names *consumer, environ []string) (*exec.Cmd
 	return cmd, tether, nil
 }
 
-// runID returns a new random run id.
+// runID returns a new run id: 128 random bits. A run id is no secret (the
+// audit trail and the records of runs show it); the agents let only the
+// key that opened a run act on it.
 func runID() (string, error) {
-	var b [8]byte
+	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}

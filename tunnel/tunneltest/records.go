@@ -57,14 +57,15 @@ func (p *Platform) Runs(ctx context.Context) ([]tunnel.RunRecord, error) {
 	return out, nil
 }
 
-// EndRun marks every record of run ended, and tells the agents watching.
-func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (int, error) {
+// EndRun marks every record of run opened by key ended, and tells the
+// agents watching.
+func (p *Platform) EndRun(ctx context.Context, run, key string, end tunnel.RunEnd) (int, error) {
 	p.recordsMu.Lock()
 	defer p.recordsMu.Unlock()
 	p.init()
 	n := 0
 	for _, r := range p.records {
-		if r.rec.Run == run {
+		if r.rec.Run == run && r.rec.Key == key {
 			r.ended = &end
 			n++
 		}
@@ -77,7 +78,7 @@ func (p *Platform) EndRun(ctx context.Context, run string, end tunnel.RunEnd) (i
 }
 
 // WatchEnded calls ended for each record of agent marked ended, once.
-func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run string, end tunnel.RunEnd)) error {
+func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(rec tunnel.RunRecord, end tunnel.RunEnd)) error {
 	told := map[*memoryRecord]bool{}
 	for {
 		p.recordsMu.Lock()
@@ -92,7 +93,7 @@ func (p *Platform) WatchEnded(ctx context.Context, agent string, ended func(run 
 		changed := p.recordsChanged
 		p.recordsMu.Unlock()
 		for _, r := range due {
-			ended(r.rec.Run, *r.ended)
+			ended(r.rec, *r.ended)
 		}
 		select {
 		case <-ctx.Done():
