@@ -240,7 +240,7 @@ func (k *kube) answers(n int, url string) ([]string, error) {
 // answered by want.
 func (k *kube) eventuallyAnswered(t *testing.T, url, want string) {
 	t.Helper()
-	clustertest.Eventually(t, 30*time.Second, "20/20 answers from "+want+" at "+url, func() error {
+	clustertest.Eventually(t, clustertest.Settle, "20/20 answers from "+want+" at "+url, func() error {
 		got, err := k.answers(20, url)
 		if err != nil {
 			return err
