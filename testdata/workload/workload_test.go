@@ -125,9 +125,17 @@ func TestEnvPrintsEveryVariable(t *testing.T) {
 // connection of its own, on "keep" all on one; a request that fails is a
 // line saying so.
 func TestCallReportsEachRequestOfBothStreams(t *testing.T) {
+	// Both streams call until the server has answered 40 requests, 20 with
+	// web-1 and 20 with a 503, however busy the machine is.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var served atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if served.Add(1) > 20 {
+		n := served.Add(1)
+		if n >= 40 {
+			cancel()
+		}
+		if n > 20 {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
@@ -136,8 +144,6 @@ func TestCallReportsEachRequestOfBothStreams(t *testing.T) {
 	defer srv.Close()
 	var out strings.Builder
 	lw := &lineWriter{w: &out}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
 	kept := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	done := make(chan struct{})

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -134,9 +135,15 @@ func servedByContainer(t *testing.T, s *clustertest.Swarm, profile string, dial 
 	case <-time.After(30 * time.Second):
 		t.Fatal("plug did not end within 30 s of Ctrl-C")
 	}
-	if left := containersOf(t, s); left != "" {
-		t.Errorf("containers left behind after Ctrl-C: %s", left)
-	}
+	// docker run --rm has dockerd remove the container once it stopped,
+	// and plug's docker rm -f may meet that removal in progress: dockerd
+	// finishes it in its own time.
+	clustertest.Eventually(t, clustertest.Settle, "no container left behind after Ctrl-C", func() error {
+		if left := containersOf(t, s); left != "" {
+			return fmt.Errorf("containers: %s", left)
+		}
+		return nil
+	})
 }
 
 // answerError is an answer that is not the one expected.
