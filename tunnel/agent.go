@@ -101,6 +101,7 @@ type Agent struct {
 	handout  *handout.Server // what the get user is handed
 	unauth   addrLimiter     // handshakes and get connections, by source address
 	usage    *usage          // what each key holds, against Limits
+	held     *holdings       // the bytes waiting to be carried for each key, against Limits
 	plog     *peerLog        // the log, rate-limited per peer
 	dial     *dialPolicy     // what runs may dial
 	names    catalogState    // the platform's names, told to every run
@@ -237,6 +238,7 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 	public, how := a.publicAddr(ctx, l)
 	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version}
 	a.usage = newUsage(a.Limits)
+	a.held = newHoldings(a.usage.limits)
 	a.plog = newPeerLog(a.Logf)
 	a.dial = &dialPolicy{allow: a.Dial}
 	if p, ok := a.Platform.(AddressProtector); ok {

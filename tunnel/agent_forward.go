@@ -133,7 +133,7 @@ func (dc *devConn) forwardCaller(b *binding, c net.Conn) bool {
 		s = dc.stripes.newStripe(c)
 		chanType, payload = stripeForwardedType, ssh.Marshal(stripeOpen{ID: s.id, Rest: payload})
 	}
-	ch, reqs, err := dc.conn.OpenChannel(chanType, payload)
+	ch, reqs, err := openChannel(dc.conn, chanType, payload)
 	if err != nil {
 		if s != nil {
 			s.drop()
@@ -218,7 +218,7 @@ func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh
 // acceptFor accepts nc to carry the data of conn; the channel takes no
 // requests. When nc cannot be accepted, it closes conn and returns false.
 func acceptFor(nc ssh.NewChannel, conn io.Closer) (ssh.Channel, bool) {
-	ch, reqs, err := nc.Accept()
+	ch, reqs, err := acceptChannel(nc)
 	if err != nil {
 		conn.Close()
 		return nil, false
