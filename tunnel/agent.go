@@ -196,6 +196,11 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 		defer close(ends)
 		a.recorder.watchEnded(ctx)
 	}()
+	scavenged := make(chan struct{})
+	go func() {
+		defer close(scavenged)
+		returnMemory(ctx)
+	}()
 	keysWatched := make(chan struct{})
 	go func() {
 		defer close(keysWatched)
@@ -215,6 +220,7 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	<-maintained
 	<-ends
 	<-keysWatched
+	<-scavenged
 	return err
 }
 
@@ -236,7 +242,8 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 		a.Logf = log.Printf
 	}
 	public, how := a.publicAddr(ctx, l)
-	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version}
+	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version,
+		Network: func(addr net.Addr) string { return sourceOf(addr).String() }}
 	a.usage = newUsage(a.Limits)
 	a.held = newHoldings(a.usage.limits)
 	a.plog = newPeerLog(a.Logf)
@@ -279,8 +286,14 @@ func (a *Agent) publicAddr(ctx context.Context, l net.Listener) (addr, how strin
 	return addr, how
 }
 
+// acceptErrorLogEvery is how often a failing accept is logged at most; the
+// failures between are counted in the next line.
+const acceptErrorLogEvery = 10 * time.Second
+
 func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 	backoff := 5 * time.Millisecond
+	var logged time.Time // when an accept error was last logged
+	unlogged := 0        // accept errors since
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -291,7 +304,12 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 				return err
 			}
 			// Out of file descriptors and the like: wait, then go on.
-			a.logf("accepting connections: %v", err)
+			if time.Since(logged) < acceptErrorLogEvery {
+				unlogged++
+			} else {
+				a.logf("accepting connections: %v (and %d more failures since the last such line); waiting %s before the next", err, unlogged, backoff)
+				logged, unlogged = time.Now(), 0
+			}
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():

@@ -131,15 +131,16 @@ const (
 	handshakeTimeout = 10 * time.Second
 	// maxUnauthenticated is how many connections may be in their handshake,
 	// or be the get user's, at once; maxUnauthenticatedPerAddr how many of
-	// those one source address (an IPv6 /64) may have. A flood from one
-	// address takes only its own share.
+	// those one source network (sourceOf: an IPv4 /24, an IPv6 /64) may
+	// have. A flood from one network, from however many of its addresses,
+	// takes only its own share.
 	maxUnauthenticated        = 512
 	maxUnauthenticatedPerAddr = 32
 	// A connection over those caps waits up to slotWait for a slot, before
 	// its handshake begins: a burst (many runs started at once behind one
 	// NAT address) is queued rather than refused. maxWaiting connections
-	// may wait at once, maxWaitingPerAddr from one address; one over those
-	// is refused at once.
+	// may wait at once, maxWaitingPerAddr from one source network; one over
+	// those is refused at once.
 	slotWait          = 5 * time.Second
 	maxWaiting        = 512
 	maxWaitingPerAddr = 64
@@ -257,8 +258,8 @@ func capCheck(n, max int, what, setting string) error {
 	return &capError{text: fmt.Sprintf("the agent's cap of %d %s is reached; end some, or ask the cluster admin to raise %s", max, what, setting)}
 }
 
-// addrLimiter bounds the unauthenticated connections per source address
-// and in all, and queues those over the bounds for a while.
+// addrLimiter bounds the unauthenticated connections per source network
+// (sourceOf) and in all, and queues those over the bounds for a while.
 type addrLimiter struct {
 	mu      sync.Mutex
 	total   int // connections holding a slot
@@ -284,7 +285,7 @@ func (l *addrLimiter) take(addr netip.Addr) (taken, queued bool, why string) {
 	switch {
 	case c.waiting >= maxWaitingPerAddr:
 		l.forget(addr, c)
-		return false, false, fmt.Sprintf("%s, and %d from it are waiting for their turn", l.full(c), maxWaitingPerAddr)
+		return false, false, fmt.Sprintf("%s, and %d from its network are waiting for their turn", l.full(c), maxWaitingPerAddr)
 	case l.waiting >= maxWaiting:
 		l.forget(addr, c)
 		return false, false, fmt.Sprintf("%s, and %d are waiting for their turn", l.full(c), maxWaiting)
@@ -366,22 +367,25 @@ func (l *addrLimiter) free(c *addrCount) bool {
 // full says which cap an address counted c is at. Called with l.mu held.
 func (l *addrLimiter) full(c *addrCount) string {
 	if c.held >= maxUnauthenticatedPerAddr {
-		return fmt.Sprintf("%d connections from that address are in their handshake or downloading already", maxUnauthenticatedPerAddr)
+		return fmt.Sprintf("%d connections from that address's network (its /24 or /64) are in their handshake or downloading already", maxUnauthenticatedPerAddr)
 	}
 	return fmt.Sprintf("%d connections are in their handshake or downloading already", maxUnauthenticated)
 }
 
-// sourceOf is the source address a connection is counted under: its IP,
-// or for IPv6 its /64, which one host is usually given whole.
+// sourceOf is the source network a connection is counted under, by its
+// first address: for IPv4 its /24, for IPv6 its /64, which one host or
+// site is usually given whole. Many addresses of one network then share
+// one network's slots.
 func sourceOf(addr net.Addr) netip.Addr {
 	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
 		return netip.Addr{}
 	}
 	ip := ap.Addr().Unmap()
+	bits := 24
 	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		return p.Addr()
+		bits = 64
 	}
-	return ip
+	p, _ := ip.Prefix(bits)
+	return p.Addr()
 }
