@@ -170,7 +170,7 @@ func (s *Server) session(conn ssh.Conn, nc ssh.NewChannel, started func()) {
 		req.Reply(true, nil)
 		started()
 		status := uint32(0)
-		if err := s.run(conn, ch, ch.Stderr(), cmd.Command); err != nil {
+		if err := s.run(conn, ch, cutter(conn, ch), cmd.Command); err != nil {
 			fmt.Fprintf(ch.Stderr(), "plug agent: %v\n", err)
 			status = 1
 		}
@@ -181,9 +181,26 @@ func (s *Server) session(conn ssh.Conn, nc ssh.NewChannel, started func()) {
 	}
 }
 
+// cutter is how a session's download slower than the agent asks is cut:
+// why goes out as the session's exit signal (an SSH request, which no
+// window holds back; plug's CLI shows it) and on its stderr if its window
+// lets it, and the connection is closed.
+func cutter(conn ssh.Conn, ch ssh.Channel) func(why string) {
+	return func(why string) {
+		go fmt.Fprintf(ch.Stderr(), "plug agent: %s\n", why)
+		ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+			Signal     string
+			CoreDumped bool
+			Error      string
+			Lang       string
+		}{Signal: "ALRM", Error: why}))
+		conn.Close()
+	}
+}
+
 // run runs one command line of the get user, its output into w; a
-// download cut for its rate says why on stderr.
-func (s *Server) run(conn ssh.Conn, w, stderr io.Writer, line string) error {
+// download slower than minGetRate is cut with cut.
+func (s *Server) run(conn ssh.Conn, w io.Writer, cut func(why string), line string) error {
 	cmd, err := parseGetCommand(line)
 	if err != nil {
 		return err
@@ -200,10 +217,7 @@ func (s *Server) run(conn ssh.Conn, w, stderr io.Writer, line string) error {
 		}
 		defer s.giveSlot(network)
 		rw := &rateWriter{w: w}
-		stop := rw.enforce(minGetRate, getRateWindow, func(why string) {
-			go fmt.Fprintf(stderr, "plug agent: %s\n", why)
-			time.AfterFunc(time.Second, func() { conn.Close() }) // time for the line to go out
-		})
+		stop := rw.enforce(minGetRate, getRateWindow, cut)
 		defer stop()
 		return s.writeBinary(rw, cmd.platform)
 	default:
