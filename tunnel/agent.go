@@ -96,20 +96,21 @@ type Agent struct {
 	// called from many goroutines, and must not block for long.
 	Audit func(AuditEvent)
 
-	ctx      context.Context // Serve's context, for the platform calls of runs
-	config   *ssh.ServerConfig
-	handout  *handout.Server // what the get user is handed
-	unauth   addrLimiter     // handshakes and get connections, by source address
-	usage    *usage          // what each key holds, against Limits
-	held     *holdings       // the bytes waiting to be carried for each key, against Limits
-	plog     *peerLog        // the log, rate-limited per peer
-	dial     *dialPolicy     // what runs may dial
-	names    catalogState    // the platform's names, told to every run
-	gate     *rightsGate     // the agent's rights: it serves runs once they suffice
-	recorder *recorder       // the runs' records in the cluster (agent_records.go)
-	envSlots chan struct{}   // one token per environment being read (agent_env.go)
-	refused  refusals        // when each refused key was last audited
-	updates  updates         // plug update --agent in progress (agentupdate.go)
+	ctx       context.Context // Serve's context, for the platform calls of runs
+	config    *ssh.ServerConfig
+	handout   *handout.Server // what the get user is handed
+	unauth    addrLimiter     // handshakes and get connections, by source address
+	usage     *usage          // what each key holds, against Limits
+	held      *holdings       // the bytes waiting to be carried for each key, against Limits
+	connEnded chan struct{}   // a developer's connection ended (returnMemory)
+	plog      *peerLog        // the log, rate-limited per peer
+	dial      *dialPolicy     // what runs may dial
+	names     catalogState    // the platform's names, told to every run
+	gate      *rightsGate     // the agent's rights: it serves runs once they suffice
+	recorder  *recorder       // the runs' records in the cluster (agent_records.go)
+	envSlots  chan struct{}   // one token per environment being read (agent_env.go)
+	refused   refusals        // when each refused key was last audited
+	updates   updates         // plug update --agent in progress (agentupdate.go)
 
 	mu      sync.Mutex
 	stop    context.CancelFunc // ends Serve
@@ -199,7 +200,7 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	scavenged := make(chan struct{})
 	go func() {
 		defer close(scavenged)
-		returnMemory(ctx)
+		returnMemory(ctx, a.connEnded)
 	}()
 	keysWatched := make(chan struct{})
 	go func() {
@@ -246,6 +247,7 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 		Network: func(addr net.Addr) string { return sourceOf(addr).String() }}
 	a.usage = newUsage(a.Limits)
 	a.held = newHoldings(a.usage.limits)
+	a.connEnded = make(chan struct{}, 1)
 	a.plog = newPeerLog(a.Logf)
 	a.dial = &dialPolicy{allow: a.Dial}
 	if p, ok := a.Platform.(AddressProtector); ok {
@@ -415,6 +417,10 @@ func (a *Agent) handle(c net.Conn, src netip.Addr) {
 	}
 	defer a.usage.give(fp, useConn)
 	a.serveDeveloper(conn, chans, reqs)
+	select {
+	case a.connEnded <- struct{}{}:
+	default: // told already
+	}
 }
 
 // serverConfig lets the user "get" in without authentication and everyone

@@ -18,14 +18,18 @@ import (
 //
 // What the client types is read as it arrives, from the channel's opening
 // on, and dropped but for those two keys (readSession): x/crypto/ssh keeps
-// what a channel is sent and not read, up to its window of 2 MiB, and a key
-// may open a thousand channels.
+// what a channel is sent and not read, up to its window of 2 MiB. A key
+// may have maxSessionsPerKey sessions open; each is also one of its
+// channels.
 func (dc *devConn) session(nc ssh.NewChannel) {
-	if err := dc.a.usage.take(dc.fingerprint, useChannel); err != nil {
-		nc.Reject(ssh.ResourceShortage, err.Error())
-		return
+	for _, kind := range []usageKind{useSession, useChannel} {
+		if err := dc.a.usage.take(dc.fingerprint, kind); err != nil {
+			dc.logf("refused a session channel of %s (%s): %v", dc.user, dc.fingerprint, err)
+			nc.Reject(ssh.ResourceShortage, err.Error())
+			return // what was taken is given back by the deferred calls
+		}
+		defer dc.a.usage.give(dc.fingerprint, kind)
 	}
-	defer dc.a.usage.give(dc.fingerprint, useChannel)
 	ch, reqs, err := acceptChannel(nc)
 	if err != nil {
 		return
@@ -59,7 +63,7 @@ func (dc *devConn) session(nc ssh.NewChannel) {
 // calls it and ends the reading.
 func readSession(ch ssh.Channel, interrupt <-chan func()) {
 	var onCtrlC func()
-	buf := make([]byte, 256)
+	buf := make([]byte, sparseBuffer)
 	for {
 		k, err := ch.Read(buf)
 		if onCtrlC == nil {

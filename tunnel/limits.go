@@ -146,6 +146,12 @@ const (
 	maxWaitingPerAddr = 64
 )
 
+// maxSessionsPerKey is how many session channels one key may have open:
+// x/crypto/ssh keeps what a channel is sent and not yet read, up to its
+// window of 2 MiB, and a peer can send faster than the agent reads a
+// thousand channels.
+const maxSessionsPerKey = 8
+
 // busyPrefix starts the line the agent sends, before closing, to a
 // connection it refuses over the caps above. RFC 4253 (4.2) lets a server
 // send lines of text before its version line; SSH clients ignore them, and
@@ -167,6 +173,7 @@ const (
 	useName
 	useChannel
 	useVolume
+	useSession
 	usageKinds
 )
 
@@ -230,6 +237,11 @@ func (u *usage) allowed(k *counts, kind usageKind) error {
 			capCheck(all, l.Names, "names served for all keys together", "PLUG_MAX_NAMES"))
 	case useVolume:
 		return capCheck(all, l.Volumes, "volumes served for all runs together", "PLUG_MAX_VOLUMES")
+	case useSession:
+		if k[kind] >= maxSessionsPerKey {
+			return &capError{text: fmt.Sprintf("the agent's cap of %d session channels (shells, commands) open for one key is reached; plug's runs need none and `ssh -R` one: close some", maxSessionsPerKey)}
+		}
+		return nil
 	default:
 		return cmp.Or(capCheck(k[kind], l.ChannelsPerKey, "connections through the agent for one key", "PLUG_MAX_CHANNELS_PER_KEY"),
 			capCheck(all, l.Channels, "connections through the agent for all keys together", "PLUG_MAX_CHANNELS"))

@@ -8,52 +8,58 @@ import (
 )
 
 // After a burst (a key that made the agent hold much, then left), the Go
-// runtime keeps the memory it freed, and with GOGC=300 it may not even
-// collect it for a long while: the agent's resident memory stays near its
-// peak. Every scavengeEvery the agent looks at what its heap holds beyond
-// the objects the last collection found live; past scavengeOver it
-// collects and gives the free memory back to the system at once.
+// runtime keeps the memory it freed, and when nothing is allocated any
+// more it does not even collect it: the agent's resident memory stays near
+// its peak. So every scavengeEvery the agent gives back to the system,
+// with a collection first (debug.FreeOSMemory), the heap's memory when
+// more than scavengeOver of it is free, or when a developer's connection
+// has ended since and the heap holds more than scavengeOver. That is one
+// collection every scavengeEvery at most, beside the tens a second a busy
+// agent makes anyway.
 const (
 	scavengeEvery = 10 * time.Second
-	scavengeOver  = 32 << 20
+	scavengeOver  = 16 << 20
 )
 
 // returnMemory gives freed memory back to the system, as above, until ctx
-// ends.
-func returnMemory(ctx context.Context) {
+// ends; ended tells it that a connection has ended.
+func returnMemory(ctx context.Context, ended <-chan struct{}) {
 	tick := time.NewTicker(scavengeEvery)
 	defer tick.Stop()
+	released := false // a connection ended since the last tick
 	for {
 		select {
 		case <-tick.C:
+		case <-ended:
+			released = true
+			continue
 		case <-ctx.Done():
 			return
 		}
-		if reclaimable() > scavengeOver {
+		held, free := heapMemory()
+		if free > scavengeOver || released && held > scavengeOver {
 			debug.FreeOSMemory()
 		}
+		released = false
 	}
 }
 
-// reclaimable is how many bytes the heap holds from the system beyond its
-// objects live at the last collection.
-func reclaimable() uint64 {
+// heapMemory is what the heap holds from the system, and how much of that
+// is free (holds no object, dead or alive).
+func heapMemory() (held, free uint64) {
 	s := []metrics.Sample{
+		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
-		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/gc/heap/live:bytes"},
 	}
 	metrics.Read(s)
-	var held uint64
-	for _, m := range s[:3] {
+	for _, m := range s {
 		if m.Value.Kind() == metrics.KindUint64 {
 			held += m.Value.Uint64()
 		}
 	}
-	live := uint64(0)
-	if s[3].Value.Kind() == metrics.KindUint64 {
-		live = s[3].Value.Uint64()
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		free = s[0].Value.Uint64()
 	}
-	return held - min(held, live)
+	return held, free
 }
