@@ -79,7 +79,7 @@ var DefaultLimits = Limits{
 const (
 	fdReserve   = 64
 	channelCost = 20 << 10 // bytes, measured: see DefaultLimits
-	nameCost    = 16 << 10 // bytes, measured by TestTheCostOfAServedName
+	nameCost    = 16 << 10 // bytes, measured by TestNamesOfAllKeysAreCappedBeforeFilesRunOut
 )
 
 // withDefaults returns l with every zero field set to its default, sized
