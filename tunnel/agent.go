@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -247,6 +248,9 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 		Network: func(addr net.Addr) string { return sourceOf(addr).String() }}
 	a.usage = newUsage(a.Limits)
 	a.held = newHoldings(a.usage.limits)
+	caps := a.usage.limits
+	a.logf("caps for all keys together: %d SSH connections, %d connections through the agent, %d runs, %d names, %d volumes, %d MiB waiting to be carried (sized to %d open files and a memory limit of %d MiB where not set)",
+		caps.Conns, caps.Channels, caps.Runs, caps.Names, caps.Volumes, caps.Memory, openFileLimit(), debug.SetMemoryLimit(-1)>>20)
 	a.connEnded = make(chan struct{}, 1)
 	a.plog = newPeerLog(a.Logf)
 	a.dial = &dialPolicy{allow: a.Dial}

@@ -45,13 +45,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the caps of an agent whose Limits are not set, before
-// the agent-wide ones are sized to its process (sized). They fit in the
-// memory limit of deploy/plug-k8s.yaml (1 GiB): a connection through the
-// agent costs it about channelCost (three goroutines, their buffers, the
-// SSH channel), so Channels of them take some 600 MiB, and the garbage
-// collector keeps the agent under 90 % of its container's limit (measured
-// by TestTheAgentsMemoryFitsTheManifestsLimit: 841 MiB at the peak with 200
-// keys asking for 500 connections each).
+// the agent-wide ones are lowered to what its process holds (sized).
 var DefaultLimits = Limits{
 	RunsPerKey:     16,
 	NamesPerKey:    32,
@@ -78,7 +72,7 @@ var DefaultLimits = Limits{
 // quarter.
 const (
 	fdReserve   = 64
-	channelCost = 20 << 10 // bytes, measured: see DefaultLimits
+	channelCost = 30 << 10 // bytes of resident memory, measured by TestTheAgentsMemoryFitsTheManifestsLimit
 	nameCost    = 16 << 10 // bytes, measured by TestNamesOfAllKeysAreCappedBeforeFilesRunOut
 )
 

@@ -20,6 +20,9 @@ func TestTheAgentWideCapsFitTheFileDescriptors(t *testing.T) {
 		}
 		t.Logf("%d files, a 1 GiB container: names %d, connections through the agent %d, SSH connections %d, waiting data %d MiB", files, l.Names, l.Channels, l.Conns, l.Memory)
 	}
+	if l := DefaultLimits.sized(1<<20, manifest); l.Channels*channelCost+l.Names*nameCost+l.Memory<<20 > manifest {
+		t.Errorf("in a 1 GiB container, %d connections through the agent, %d names and %d MiB waiting do not fit its %d MiB", l.Channels, l.Names, l.Memory, manifest>>20)
+	}
 	if l := DefaultLimits.sized(20000, manifest); l.Names >= 700*32 {
 		t.Errorf("with 20,000 files the agent lets %d names be served", l.Names)
 	}
