@@ -97,21 +97,21 @@ type Agent struct {
 	// called from many goroutines, and must not block for long.
 	Audit func(AuditEvent)
 
-	ctx       context.Context // Serve's context, for the platform calls of runs
-	config    *ssh.ServerConfig
-	handout   *handout.Server // what the get user is handed
-	unauth    addrLimiter     // handshakes and get connections, by source address
-	usage     *usage          // what each key holds, against Limits
-	held      *holdings       // the bytes waiting to be carried for each key, against Limits
-	connEnded chan struct{}   // a developer's connection ended (returnMemory)
-	plog      *peerLog        // the log, rate-limited per peer
-	dial      *dialPolicy     // what runs may dial
-	names     catalogState    // the platform's names, told to every run
-	gate      *rightsGate     // the agent's rights: it serves runs once they suffice
-	recorder  *recorder       // the runs' records in the cluster (agent_records.go)
-	envSlots  chan struct{}   // one token per environment being read (agent_env.go)
-	refused   refusals        // when each refused key was last audited
-	updates   updates         // plug update --agent in progress (agentupdate.go)
+	ctx      context.Context // Serve's context, for the platform calls of runs
+	config   *ssh.ServerConfig
+	handout  *handout.Server // what the get user is handed
+	unauth   addrLimiter     // handshakes and get connections, by source address
+	usage    *usage          // what each key holds, against Limits
+	held     *holdings       // the bytes waiting to be carried for each key, against Limits
+	released chan struct{}   // a key gave something back (returnMemory)
+	plog     *peerLog        // the log, rate-limited per peer
+	dial     *dialPolicy     // what runs may dial
+	names    catalogState    // the platform's names, told to every run
+	gate     *rightsGate     // the agent's rights: it serves runs once they suffice
+	recorder *recorder       // the runs' records in the cluster (agent_records.go)
+	envSlots chan struct{}   // one token per environment being read (agent_env.go)
+	refused  refusals        // when each refused key was last audited
+	updates  updates         // plug update --agent in progress (agentupdate.go)
 
 	mu      sync.Mutex
 	stop    context.CancelFunc // ends Serve
@@ -201,7 +201,7 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	scavenged := make(chan struct{})
 	go func() {
 		defer close(scavenged)
-		returnMemory(ctx, a.connEnded)
+		returnMemory(ctx, a.released)
 	}()
 	keysWatched := make(chan struct{})
 	go func() {
@@ -251,7 +251,13 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 	caps := a.usage.limits
 	a.logf("caps for all keys together: %d SSH connections, %d connections through the agent, %d runs, %d names, %d volumes, %d MiB waiting to be carried (sized to %d open files and a memory limit of %d MiB where not set)",
 		caps.Conns, caps.Channels, caps.Runs, caps.Names, caps.Volumes, caps.Memory, openFileLimit(), debug.SetMemoryLimit(-1)>>20)
-	a.connEnded = make(chan struct{}, 1)
+	a.released = make(chan struct{}, 1)
+	a.usage.given = func() {
+		select {
+		case a.released <- struct{}{}:
+		default: // told already
+		}
+	}
 	a.plog = newPeerLog(a.Logf)
 	a.dial = &dialPolicy{allow: a.Dial}
 	if p, ok := a.Platform.(AddressProtector); ok {
@@ -421,10 +427,6 @@ func (a *Agent) handle(c net.Conn, src netip.Addr) {
 	}
 	defer a.usage.give(fp, useConn)
 	a.serveDeveloper(conn, chans, reqs)
-	select {
-	case a.connEnded <- struct{}{}:
-	default: // told already
-	}
 }
 
 // serverConfig lets the user "get" in without authentication and everyone

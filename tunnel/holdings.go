@@ -6,12 +6,12 @@ import (
 )
 
 // holdings counts the bytes that peers sent and that wait in the agent to
-// be carried (the datagrams queued for served UDP flows), per key against
-// Limits.MemoryPerKey and for all keys against Limits.Memory. What the
-// agent holds otherwise for a key is bounded per item: a channel by what
-// its reader has not yet taken (x/crypto/ssh's window; the agent reads
-// every channel it holds, extended data too), a name or a run by its
-// state.
+// be carried — the datagrams queued for served UDP flows, the windows of
+// connections whose far end does not take what they bring (stall.go) —
+// per key against Limits.MemoryPerKey and for all keys against
+// Limits.Memory. What the agent holds otherwise for a key is bounded per
+// item: a channel it reads by what its reader has not yet taken, a name or
+// a run by its state.
 type holdings struct {
 	perKey, all int64
 

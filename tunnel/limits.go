@@ -30,8 +30,8 @@ type Limits struct {
 	// ConnsPerKey is how many SSH connections one key may have open.
 	ConnsPerKey int
 	// MemoryPerKey is how many MiB of what the peers of one key sent may
-	// wait in the agent to be carried (the datagrams of its served UDP
-	// flows); more is dropped.
+	// wait in the agent to be carried (holdings): more datagrams are
+	// dropped, a connection more that stalls is ended.
 	MemoryPerKey int
 	// Channels, Conns, Runs, Names and Memory bound the same for all keys
 	// together; Volumes the volumes served to all runs together
@@ -51,7 +51,7 @@ var DefaultLimits = Limits{
 	NamesPerKey:    32,
 	ChannelsPerKey: 1000,
 	ConnsPerKey:    32,
-	MemoryPerKey:   32,
+	MemoryPerKey:   64,
 	Channels:       30000,
 	Conns:          1000,
 	Runs:           1000,
@@ -177,6 +177,7 @@ type counts [usageKinds]int
 // usage counts what each key holds on this agent, against Limits.
 type usage struct {
 	limits Limits
+	given  func() // called, without u.mu, when something is given back
 
 	mu    sync.Mutex
 	keys  map[string]*counts // by key fingerprint
@@ -254,6 +255,9 @@ func (u *usage) give(key string, kind usageKind) {
 	u.total[kind]--
 	if *k == (counts{}) {
 		delete(u.keys, key) // a key that holds nothing is forgotten
+	}
+	if u.given != nil {
+		defer u.given() // after the unlock above
 	}
 }
 

@@ -12,25 +12,26 @@ import (
 // more it does not even collect it: the agent's resident memory stays near
 // its peak. So every scavengeEvery the agent gives back to the system,
 // with a collection first (debug.FreeOSMemory), the heap's memory when
-// more than scavengeOver of it is free, or when a developer's connection
-// has ended since and the heap holds more than scavengeOver. That is one
-// collection every scavengeEvery at most, beside the tens a second a busy
-// agent makes anyway.
+// more than scavengeOver of it is free, or when a key has given back
+// something it held (a connection, a channel, a run, a name) since and the
+// heap holds more than scavengeOver: what it held may be garbage that no
+// collection has found yet. That is one collection every scavengeEvery at
+// most, beside the tens a second a busy agent makes anyway.
 const (
 	scavengeEvery = 10 * time.Second
 	scavengeOver  = 16 << 20
 )
 
 // returnMemory gives freed memory back to the system, as above, until ctx
-// ends; ended tells it that a connection has ended.
-func returnMemory(ctx context.Context, ended <-chan struct{}) {
+// ends; given tells it that a key has given something back.
+func returnMemory(ctx context.Context, given <-chan struct{}) {
 	tick := time.NewTicker(scavengeEvery)
 	defer tick.Stop()
-	released := false // a connection ended since the last tick
+	released := false // something was given back since the last tick
 	for {
 		select {
 		case <-tick.C:
-		case <-ended:
+		case <-given:
 			released = true
 			continue
 		case <-ctx.Done():
