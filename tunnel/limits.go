@@ -246,9 +246,9 @@ func (u *usage) allowed(k *counts, kind usageKind) error {
 // give counts one less of kind for key.
 func (u *usage) give(key string, kind usageKind) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	k := u.keys[key]
 	if k == nil || k[kind] == 0 {
+		u.mu.Unlock()
 		return
 	}
 	k[kind]--
@@ -256,8 +256,9 @@ func (u *usage) give(key string, kind usageKind) {
 	if *k == (counts{}) {
 		delete(u.keys, key) // a key that holds nothing is forgotten
 	}
+	u.mu.Unlock()
 	if u.given != nil {
-		defer u.given() // after the unlock above
+		u.given()
 	}
 }
 
