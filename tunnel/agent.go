@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"runtime/debug"
@@ -248,9 +249,12 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 		Network: func(addr net.Addr) string { return sourceOf(addr).String() }}
 	a.usage = newUsage(a.Limits)
 	a.held = newHoldings(a.usage.limits)
-	caps := a.usage.limits
-	a.logf("caps for all keys together: %d SSH connections, %d connections through the agent, %d runs, %d names, %d volumes, %d MiB waiting to be carried (sized to %d open files and a memory limit of %d MiB where not set)",
-		caps.Conns, caps.Channels, caps.Runs, caps.Names, caps.Volumes, caps.Memory, openFileLimit(), debug.SetMemoryLimit(-1)>>20)
+	caps, memory := a.usage.limits, "no memory limit"
+	if m := debug.SetMemoryLimit(-1); m < math.MaxInt64 {
+		memory = fmt.Sprintf("a memory limit of %d MiB", m>>20)
+	}
+	a.logf("caps for all keys together: %d SSH connections, %d connections through the agent, %d runs, %d names, %d volumes, %d MiB waiting to be carried (sized, where not set, to %d open files and %s)",
+		caps.Conns, caps.Channels, caps.Runs, caps.Names, caps.Volumes, caps.Memory, openFileLimit(), memory)
 	a.released = make(chan struct{}, 1)
 	a.usage.given = func() {
 		select {
