@@ -7,8 +7,10 @@ import (
 	"io"
 	"log"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -101,6 +103,8 @@ type Agent struct {
 	handout  *handout.Server // what the get user is handed
 	unauth   addrLimiter     // handshakes and get connections, by source address
 	usage    *usage          // what each key holds, against Limits
+	held     *holdings       // the bytes waiting to be carried for each key, against Limits
+	released chan struct{}   // a key gave something back (returnMemory)
 	plog     *peerLog        // the log, rate-limited per peer
 	dial     *dialPolicy     // what runs may dial
 	names    catalogState    // the platform's names, told to every run
@@ -196,6 +200,11 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 		defer close(ends)
 		a.recorder.watchEnded(ctx)
 	}()
+	scavenged := make(chan struct{})
+	go func() {
+		defer close(scavenged)
+		returnMemory(ctx, a.released)
+	}()
 	keysWatched := make(chan struct{})
 	go func() {
 		defer close(keysWatched)
@@ -215,6 +224,7 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 	<-maintained
 	<-ends
 	<-keysWatched
+	<-scavenged
 	return err
 }
 
@@ -236,8 +246,23 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 		a.Logf = log.Printf
 	}
 	public, how := a.publicAddr(ctx, l)
-	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version}
+	a.handout = &handout.Server{BinDir: a.BinDir, PublicAddr: public, PublicAddrHow: how, HostKey: a.HostKey.PublicKey(), Version: Version,
+		Network: func(addr net.Addr) string { return sourceOf(addr).String() }}
 	a.usage = newUsage(a.Limits)
+	a.held = newHoldings(a.usage.limits)
+	caps, memory := a.usage.limits, "no memory limit"
+	if m := debug.SetMemoryLimit(-1); m < math.MaxInt64 {
+		memory = fmt.Sprintf("a memory limit of %d MiB", m>>20)
+	}
+	a.logf("caps for all keys together: %d SSH connections, %d connections through the agent, %d runs, %d names, %d volumes, %d MiB waiting to be carried (sized, where not set, to %d open files and %s)",
+		caps.Conns, caps.Channels, caps.Runs, caps.Names, caps.Volumes, caps.Memory, openFileLimit(), memory)
+	a.released = make(chan struct{}, 1)
+	a.usage.given = func() {
+		select {
+		case a.released <- struct{}{}:
+		default: // told already
+		}
+	}
 	a.plog = newPeerLog(a.Logf)
 	a.admit = newAdmissionGate()
 	a.dial = &dialPolicy{allow: a.Dial}
@@ -279,8 +304,14 @@ func (a *Agent) publicAddr(ctx context.Context, l net.Listener) (addr, how strin
 	return addr, how
 }
 
+// acceptErrorLogEvery is how often a failing accept is logged at most; the
+// failures between are counted in the next line.
+const acceptErrorLogEvery = 10 * time.Second
+
 func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 	backoff := 5 * time.Millisecond
+	var logged time.Time // when an accept error was last logged
+	unlogged := 0        // accept errors since
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -291,7 +322,12 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 				return err
 			}
 			// Out of file descriptors and the like: wait, then go on.
-			a.logf("accepting connections: %v", err)
+			if time.Since(logged) < acceptErrorLogEvery {
+				unlogged++
+			} else {
+				a.logf("accepting connections: %v (and %d more failures since the last such line); waiting %s before the next", err, unlogged, backoff)
+				logged, unlogged = time.Now(), 0
+			}
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():

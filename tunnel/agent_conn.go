@@ -130,7 +130,7 @@ func (dc *devConn) openControl(nc ssh.NewChannel, readers *sync.WaitGroup) {
 		nc.Reject(ssh.Prohibited, "one control channel per connection")
 		return
 	}
-	ch, reqs, err := nc.Accept()
+	ch, reqs, err := acceptChannel(nc)
 	if err != nil {
 		return
 	}

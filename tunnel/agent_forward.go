@@ -128,12 +128,13 @@ func (dc *devConn) forwardCaller(b *binding, c net.Conn) bool {
 		Origin:     origin,
 		OriginPort: uint32(originPort),
 	})
+	what := fmt.Sprintf("a caller of %s:%d", b.Name, b.Port)
 	var s *stripe
 	if dc.stripes.striping() {
-		s = dc.stripes.newStripe(c)
+		s = dc.stripes.newStripe(dc.guardStalls(c, what, true))
 		chanType, payload = stripeForwardedType, ssh.Marshal(stripeOpen{ID: s.id, Rest: payload})
 	}
-	ch, reqs, err := dc.conn.OpenChannel(chanType, payload)
+	ch, reqs, err := openChannel(dc.conn, chanType, payload)
 	if err != nil {
 		if s != nil {
 			s.drop()
@@ -145,7 +146,7 @@ func (dc *devConn) forwardCaller(b *binding, c net.Conn) bool {
 	if s != nil {
 		s.carry(ch)
 	} else {
-		pipe(c, ch)
+		pipe(dc.guardStalls(c, what, false), ch)
 	}
 	return true
 }
@@ -154,7 +155,9 @@ func (dc *devConn) forwardCaller(b *binding, c net.Conn) bool {
 // agent dials the address in the cluster, within its dial policy
 // (dialpolicy.go), and joins the two.
 func (dc *devConn) direct(nc ssh.NewChannel) {
-	dc.dialChannel(nc, "tcp", func(ch ssh.Channel, target net.Conn) { pipe(ch, target) })
+	dc.dialChannel(nc, "tcp", func(ch ssh.Channel, target net.Conn) {
+		pipe(ch, dc.guardStalls(target, target.RemoteAddr().String(), false))
+	})
 }
 
 // dialChannel answers a channel that asks the agent to dial a name in the
@@ -207,7 +210,7 @@ func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh
 		return
 	}
 	if striped {
-		dc.stripes.carryFirst(nc, id, target)
+		dc.stripes.carryFirst(nc, id, dc.guardStalls(target, target.RemoteAddr().String(), true))
 		return
 	}
 	if ch, ok := acceptFor(nc, target); ok {
@@ -218,7 +221,7 @@ func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh
 // acceptFor accepts nc to carry the data of conn; the channel takes no
 // requests. When nc cannot be accepted, it closes conn and returns false.
 func acceptFor(nc ssh.NewChannel, conn io.Closer) (ssh.Channel, bool) {
-	ch, reqs, err := nc.Accept()
+	ch, reqs, err := acceptChannel(nc)
 	if err != nil {
 		conn.Close()
 		return nil, false

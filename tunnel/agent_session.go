@@ -15,17 +15,28 @@ import (
 // command prints what the run serves and stays open until the client ends
 // it. With a terminal, Ctrl-C or Ctrl-D ends the run at once, as a goodbye.
 // X11, agent forwarding, environment variables and subsystems are refused.
+//
+// What the client types is read as it arrives, from the channel's opening
+// on, and dropped but for those two keys (readSession): x/crypto/ssh keeps
+// what a channel is sent and not read, up to its window of 2 MiB. A key
+// may have maxSessionsPerKey sessions open; each is also one of its
+// channels.
 func (dc *devConn) session(nc ssh.NewChannel) {
-	if err := dc.a.usage.take(dc.fingerprint, useChannel); err != nil {
-		nc.Reject(ssh.ResourceShortage, err.Error())
-		return
+	for _, kind := range []usageKind{useSession, useChannel} {
+		if err := dc.a.usage.take(dc.fingerprint, kind); err != nil {
+			dc.logf("refused a session channel of %s (%s): %v", dc.user, dc.fingerprint, err)
+			nc.Reject(ssh.ResourceShortage, err.Error())
+			return // what was taken is given back by the deferred calls
+		}
+		defer dc.a.usage.give(dc.fingerprint, kind)
 	}
-	defer dc.a.usage.give(dc.fingerprint, useChannel)
-	ch, reqs, err := nc.Accept()
+	ch, reqs, err := acceptChannel(nc)
 	if err != nil {
 		return
 	}
 	defer ch.Close()
+	interrupt := make(chan func(), 1) // what Ctrl-C does, once shell or exec started the session
+	go readSession(ch, interrupt)
 	pty, started := false, false
 	for req := range reqs {
 		ok := false
@@ -38,7 +49,7 @@ func (dc *devConn) session(nc ssh.NewChannel) {
 			ok = !started
 			if ok {
 				started = true
-				go dc.statusSession(ch, pty)
+				go dc.statusSession(ch, pty, interrupt)
 			}
 		}
 		if req.WantReply {
@@ -47,9 +58,34 @@ func (dc *devConn) session(nc ssh.NewChannel) {
 	}
 }
 
-// statusSession prints the run's status in the session, then passes the
-// run's events to it until the client ends it.
-func (dc *devConn) statusSession(ch ssh.Channel, pty bool) {
+// readSession reads what the client of a session sends until the channel
+// ends, and drops it; once a func arrives on interrupt, Ctrl-C or Ctrl-D
+// calls it and ends the reading.
+func readSession(ch ssh.Channel, interrupt <-chan func()) {
+	var onCtrlC func()
+	buf := make([]byte, sparseBuffer)
+	for {
+		k, err := ch.Read(buf)
+		if onCtrlC == nil {
+			select {
+			case onCtrlC = <-interrupt:
+			default:
+			}
+		}
+		if onCtrlC != nil && bytes.ContainsAny(buf[:k], "\x03\x04") {
+			onCtrlC()
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// statusSession prints the run's status in the session, and makes it where
+// the run's events are told (notices) until the client ends it. With a
+// terminal, it hands readSession, on interrupt, the goodbye Ctrl-C says.
+func (dc *devConn) statusSession(ch ssh.Channel, pty bool, interrupt chan<- func()) {
 	r, err := dc.ensureRun()
 	if err != nil {
 		fmt.Fprintln(ch.Stderr(), "plug agent: "+err.Error())
@@ -71,22 +107,12 @@ func (dc *devConn) statusSession(ch ssh.Channel, pty bool) {
 		dc.unsaid = nil
 	}
 	dc.mu.Unlock()
-	if !pty {
-		io.Copy(io.Discard, ch) // the session lasts until the client closes it
-		return
-	}
-	buf := make([]byte, 256)
-	for {
-		k, err := ch.Read(buf)
-		if bytes.ContainsAny(buf[:k], "\x03\x04") {
+	if pty {
+		interrupt <- func() {
 			n.line("ending: giving back " + r.names())
 			dc.goodbye()
 			ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{0}))
 			ch.Close()
-			return
-		}
-		if err != nil {
-			return
 		}
 	}
 }

@@ -16,7 +16,8 @@ import (
 // datagrams are dropped too: UDP has no refusal to send, and the deployed
 // service is not dialled for them.
 
-// keyChannels is the FlowBudget of a key's served UDP flows: its channels.
+// keyChannels is the FlowBudget of a key's served UDP flows: its channels,
+// and the bytes of their datagrams waiting (holdings).
 type keyChannels struct {
 	a   *Agent
 	key string
@@ -33,6 +34,16 @@ func (k keyChannels) Take() bool {
 }
 
 func (k keyChannels) Give() { k.a.usage.give(k.key, useChannel) }
+
+func (k keyChannels) Hold(n int) bool {
+	if err := k.a.held.hold(k.key, n); err != nil {
+		k.a.plog.printf(k.key, "dropped a datagram to a name served by %s: %v", k.key, err)
+		return false
+	}
+	return true
+}
+
+func (k keyChannels) Release(n int) { k.a.held.release(k.key, n) }
 
 // answerFlow hands a flow of b's UDP port to the run's client, or ends it
 // (its datagrams dropped) when the run cannot take it.
@@ -51,7 +62,7 @@ func (a *Agent) answerFlow(b *binding, f net.Conn) {
 // client refuses the channel or the connection fails.
 func (dc *devConn) forwardFlow(b *binding, f net.Conn) bool {
 	from := f.RemoteAddr().(*net.UDPAddr)
-	ch, reqs, err := dc.conn.OpenChannel(forwardedDatagramType, ssh.Marshal(forwardedChannel{
+	ch, reqs, err := openChannel(dc.conn, forwardedDatagramType, ssh.Marshal(forwardedChannel{
 		Addr:       b.Name,
 		Port:       uint32(b.Port),
 		Origin:     from.IP.String(),

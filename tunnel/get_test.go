@@ -320,6 +320,54 @@ func TestIdleGetConnectionsDoNotBlockInstalls(t *testing.T) {
 	}
 }
 
+// stalledDownload starts a download from the local address from that
+// nothing reads, and returns its connection and what the agent says on
+// the session's stderr and, once it ends, its exit signal's message.
+func stalledDownload(t *testing.T, addr, from string) (*ssh.Client, *lines) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, chans, reqs, err := ssh.NewClientConn(nc, addr, &ssh.ClientConfig{User: "get", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ssh.NewClient(conn, chans, reqs)
+	t.Cleanup(func() { c.Close() })
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StdoutPipe(); err != nil { // never read
+		t.Fatal(err)
+	}
+	var stderr lines
+	s.Stderr = &stderr
+	if err := s.Start("download " + thisPlatform); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err, ok := s.Wait().(*ssh.ExitError); ok {
+			stderr.Write([]byte(err.Msg()))
+		}
+	}()
+	return c, &stderr
+}
+
+// getFrom runs `ssh get@AGENT download` from the local address from, at
+// OpenSSH's default log level as users run it, and returns what it wrote
+// on stdout and on stderr.
+func getFrom(t *testing.T, addr, from string) (stdout []byte, stderr string, err error) {
+	args := append(append([]string{"-o", "LogLevel=INFO", "-b", from}, sshArgs(addr, "")...), "get@127.0.0.1", "download", thisPlatform)
+	cmd := exec.Command(openSSH(t), args...)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	stdout, err = cmd.Output()
+	return stdout, e.String(), err
+}
+
 // An agent serves at most four downloads at once; the next one is told to
 // come back later, and is served once a download ends.
 func TestDownloadsAreBounded(t *testing.T) {
@@ -328,33 +376,74 @@ func TestDownloadsAreBounded(t *testing.T) {
 		a.BinDir = binDir(t, bytes.Repeat([]byte("plug"), 2<<20), "")
 	})
 	var stalled []*ssh.Client
-	for range 4 {
-		c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{User: "get", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		s, err := c.NewSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.StdoutPipe(); err != nil { // never read
-			t.Fatal(err)
-		}
-		if err := s.Start("download " + thisPlatform); err != nil {
-			t.Fatal(err)
-		}
+	for _, from := range []string{"127.2.0.1", "127.3.0.1", "127.4.0.1", "127.5.0.1"} { // four networks
+		c, _ := stalledDownload(t, addr, from)
 		stalled = append(stalled, c)
 	}
-	// At OpenSSH's default log level, as users run it, the refusal is shown.
-	args := append(append([]string{"-o", "LogLevel=INFO"}, sshArgs(addr, "")...), "get@127.0.0.1", "download", thisPlatform)
 	clustertest.Until(t, clustertest.Settle, "a fifth download to be refused", func() bool {
-		out, err := exec.Command(openSSH(t), args...).CombinedOutput()
-		return err != nil && strings.Contains(string(out), "serving 4 downloads already")
+		_, said, err := getFrom(t, addr, "127.0.0.1")
+		return err != nil && strings.Contains(said, "serving 4 downloads already")
 	})
 	stalled[0].Close()
 	clustertest.Until(t, clustertest.Settle, "a download once one ended", func() bool {
-		out, err := exec.Command(openSSH(t), args...).Output()
+		out, _, err := getFrom(t, addr, "127.0.0.1")
 		return err == nil && len(out) == 8<<20
 	})
+}
+
+// Four downloads that nobody reads, from one network, hold two of the four
+// download slots, not all: an installer from another network downloads at
+// once. A stalled download is cut within two of the 10 s windows whose
+// rate it must keep, and is told why.
+func TestSlowDownloadsDoNotBlockAnInstaller(t *testing.T) {
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, bytes.Repeat([]byte("plug"), 2<<20), "")
+	})
+	start := time.Now()
+	var said []*lines
+	for i := range 4 {
+		_, stderr := stalledDownload(t, addr, fmt.Sprintf("127.0.0.%d", 2+i))
+		said = append(said, stderr)
+	}
+	clustertest.Eventually(t, 5*time.Second, "the stalled downloads past their network's share to be refused", func() error {
+		refused := 0
+		for _, l := range said {
+			if l.has("serving 2 downloads to your network already") {
+				refused++
+			}
+		}
+		if refused != 2 {
+			return fmt.Errorf("%d refused", refused)
+		}
+		return nil
+	})
+	for try := range 5 {
+		begin := time.Now()
+		out, said, err := getFrom(t, addr, "127.1.0.1")
+		if err != nil || len(out) != 8<<20 {
+			t.Fatalf("download %d from another network beside four stalled ones: %v (%d bytes) %s", try, err, len(out), said)
+		}
+		d := time.Since(begin)
+		if d > 5*time.Second {
+			t.Errorf("download %d from another network took %s", try, d)
+		}
+		t.Logf("download %d from another network, beside four stalled ones: %s", try, d.Round(time.Millisecond))
+	}
+	clustertest.Eventually(t, 30*time.Second, "the stalled downloads to be cut for their rate", func() error {
+		cut := 0
+		for _, l := range said {
+			if l.has("under the 64 KiB/s the agent asks of a download") {
+				cut++
+			}
+		}
+		if cut != 2 {
+			return fmt.Errorf("%d of the 2 served were cut", cut)
+		}
+		return nil
+	})
+	d := time.Since(start)
+	if d > 25*time.Second {
+		t.Errorf("the stalled downloads were cut after %s, want within two 10 s windows", d)
+	}
+	t.Logf("the stalled downloads were cut, told why, after %s", d.Round(time.Second))
 }

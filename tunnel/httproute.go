@@ -275,7 +275,7 @@ func (b *binding) dialRun(ctx context.Context, _ string) (net.Conn, error) {
 	if err := dc.a.usage.take(dc.fingerprint, useChannel); err != nil {
 		return nil, fmt.Errorf("%w: %v", errRunUnreachable, err)
 	}
-	ch, reqs, err := dc.conn.OpenChannel("forwarded-tcpip", ssh.Marshal(forwardedChannel{Addr: b.Name, Port: uint32(b.Port), Origin: "0.0.0.0"}))
+	ch, reqs, err := openChannel(dc.conn, "forwarded-tcpip", ssh.Marshal(forwardedChannel{Addr: b.Name, Port: uint32(b.Port), Origin: "0.0.0.0"}))
 	if err != nil {
 		dc.a.usage.give(dc.fingerprint, useChannel)
 		return nil, fmt.Errorf("%w: %v", errRunUnreachable, err)

@@ -111,7 +111,11 @@ func runAgentProcess() {
 	}
 	platform := pipePlatform{tunneltest.NewPlatform()}
 	platform.SetNames(tunnel.ClusterName{Name: "echo", Ports: []int{80}})
-	a := &tunnel.Agent{Platform: platform, HostKey: signer, ID: "agent-0", Logf: func(string, ...any) {}}
+	// The cap of connections through the agent for all keys is the
+	// default's before it is lowered to the process's open files: these
+	// connections hold none.
+	a := &tunnel.Agent{Platform: platform, HostKey: signer, ID: "agent-0", Logf: func(string, ...any) {},
+		Limits: tunnel.Limits{Channels: tunnel.DefaultLimits.Channels}}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
@@ -173,10 +177,12 @@ func manifestMemoryLimitMiB(t *testing.T) int {
 }
 
 // With 200 sessions, each of its own key, asking for 500 connections each
-// through the agent (100,000), the agent takes as many as its default cap
-// for all keys and refuses the others naming that cap, and its resident
-// memory stays under the limit deploy/plug-k8s.yaml sets. The agent runs in
-// a process of its own, measured alone.
+// through the agent (100,000), the agent takes as many as its cap for all
+// keys before sizing (30000; the agent sizes it lower in a container of
+// 1 GiB, see channelCost) and refuses the others naming that cap, and its
+// resident memory stays under the limit deploy/plug-k8s.yaml sets. The
+// agent runs in a process of its own, measured alone; the resident memory
+// a connection costs is channelCost.
 func TestTheAgentsMemoryFitsTheManifestsLimit(t *testing.T) {
 	const sessions, channels = 200, 500
 	limit := manifestMemoryLimitMiB(t)

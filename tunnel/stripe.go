@@ -125,7 +125,7 @@ func stripeTableOf(conn ssh.Conn, agent bool) *stripeTable {
 	}
 	t.lastID = t.firstID - 2 // the first is firstID
 	t.open = func(payload []byte) (io.ReadWriteCloser, error) {
-		ch, reqs, err := conn.OpenChannel(stripeJoinType, payload)
+		ch, reqs, err := openChannel(conn, stripeJoinType, payload)
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +232,7 @@ func (t *stripeTable) carryFirst(nc ssh.NewChannel, id uint32, local io.ReadWrit
 		nc.Reject(ssh.Prohibited, err.Error())
 		return
 	}
-	ch, reqs, err := nc.Accept()
+	ch, reqs, err := acceptChannel(nc)
 	if err != nil {
 		local.Close()
 		s.drop()
@@ -260,7 +260,7 @@ func (t *stripeTable) join(nc ssh.NewChannel) {
 		return
 	}
 	err := t.joinWith(m.ID, func() (io.ReadWriteCloser, error) {
-		ch, reqs, err := nc.Accept()
+		ch, reqs, err := acceptChannel(nc)
 		if err != nil {
 			return nil, err
 		}

@@ -18,15 +18,27 @@ import (
 // address, each carried over a datagram channel of its own (udp.go), so
 // that the replies of the other side go back to the sender they answer.
 
-// flowQueue is how many datagrams of one flow wait to be carried; more are
-// dropped, as a full socket buffer drops them.
-const flowQueue = 256
+// flowQueue is how many datagrams of one flow may wait to be carried, and
+// flowQueueBytes how many bytes; more are dropped, as a full socket buffer
+// drops them.
+const (
+	flowQueue      = 256
+	flowQueueBytes = 256 << 10
+)
 
 // FlowBudget counts the flows of one or more DatagramFlows against a cap:
 // Take returns false when no flow may start; Give returns one.
 type FlowBudget interface {
 	Take() bool
 	Give()
+}
+
+// ByteBudget is a FlowBudget that also counts the bytes of the datagrams
+// waiting in the flows' queues: Hold returns false when n bytes more may
+// not wait (the datagram is dropped); Release gives n back.
+type ByteBudget interface {
+	Hold(n int) bool
+	Release(n int)
 }
 
 // FlowCap is a FlowBudget of at most Max flows at once.
@@ -53,10 +65,12 @@ func (c *FlowCap) Give() { c.n.Add(-1) }
 // the socket. A flow ends when the handler closes it; the sender's next
 // datagram then starts a new one. The datagrams of a sender that would
 // start a flow past the budget are dropped, as are those that find their
-// flow's queue (flowQueue) full.
+// flow's queue (flowQueue, flowQueueBytes) or the budget's bytes
+// (ByteBudget) full.
 type DatagramFlows struct {
 	pc     *net.UDPConn
 	budget FlowBudget
+	bytes  ByteBudget // the budget's, if it counts bytes
 	handle func(net.Conn)
 	done   chan struct{}
 
@@ -71,6 +85,7 @@ type DatagramFlows struct {
 func NewDatagramFlows(pc *net.UDPConn, budget FlowBudget, handle func(net.Conn)) *DatagramFlows {
 	reportDestinations(pc)
 	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), flows: map[netip.AddrPort]*datagramFlow{}}
+	d.bytes, _ = budget.(ByteBudget)
 	go d.receive()
 	return d
 }
@@ -107,10 +122,7 @@ func (d *DatagramFlows) receive() {
 		if f == nil {
 			continue // over the budget: dropped
 		}
-		select {
-		case f.queue <- append([]byte(nil), buf[:n]...):
-		default: // the flow's queue is full: dropped
-		}
+		f.enqueue(buf[:n])
 	}
 }
 
@@ -140,6 +152,10 @@ type datagramFlow struct {
 	closed chan struct{}
 	once   sync.Once
 
+	mu     sync.Mutex
+	queued int  // bytes in queue
+	ended  bool // closed: nothing more is queued
+
 	deadline time.Time // of Read; set and read by the flow's one reader only
 }
 
@@ -152,6 +168,9 @@ func (f *datagramFlow) Read(b []byte) (int, error) {
 	}
 	select {
 	case d := <-f.queue:
+		f.mu.Lock()
+		f.dequeued(d)
+		f.mu.Unlock()
 		return copy(b, d), nil
 	case <-f.closed:
 		return 0, net.ErrClosed
@@ -168,10 +187,45 @@ func (f *datagramFlow) Write(b []byte) (int, error) {
 	return f.d.pc.WriteToUDPAddrPort(b, f.src)
 }
 
-// Close ends the flow and gives its place in the budget back.
+// enqueue queues a copy of datagram b for Read, unless the flow has ended
+// or its queue or the budget's bytes are full: then b is dropped.
+func (f *datagramFlow) enqueue(b []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended || len(f.queue) == cap(f.queue) || f.queued+len(b) > flowQueueBytes {
+		return
+	}
+	if f.d.bytes != nil && !f.d.bytes.Hold(len(b)) {
+		return
+	}
+	f.queue <- append([]byte(nil), b...)
+	f.queued += len(b)
+}
+
+// dequeued counts datagram b out of the queue. Called with f.mu held.
+func (f *datagramFlow) dequeued(b []byte) {
+	f.queued -= len(b)
+	if f.d.bytes != nil {
+		f.d.bytes.Release(len(b))
+	}
+}
+
+// Close ends the flow, drops what waits in its queue and gives its place
+// in the budget back.
 func (f *datagramFlow) Close() error {
 	f.once.Do(func() {
 		close(f.closed)
+		f.mu.Lock()
+		f.ended = true
+		for drained := false; !drained; {
+			select {
+			case d := <-f.queue:
+				f.dequeued(d)
+			default:
+				drained = true
+			}
+		}
+		f.mu.Unlock()
 		f.d.mu.Lock()
 		delete(f.d.flows, f.src)
 		f.d.mu.Unlock()

@@ -181,12 +181,21 @@ func (a *Agent) serveVolume(dc *devConn, m volumeMsg) (Volume, error) {
 	}
 	r.volumes[m.ID] = &Volume{} // the place is taken while the helper is made
 	r.mu.Unlock()
+	if err := a.usage.take(r.developer, useVolume); err != nil {
+		r.mu.Lock()
+		delete(r.volumes, m.ID)
+		r.mu.Unlock()
+		dc.logf("run %s: volume %s for %s (%s): refused: %v", r.id, req, r.user, r.developer, err)
+		return Volume{}, err
+	}
 
 	who := fmt.Sprintf("%s (%s)", r.user, r.developer)
 	ctx, cancel := context.WithTimeout(a.ctx, volumeTimeout)
 	defer cancel()
 	v, err := vs.ServeVolume(ctx, req)
-	if err == nil {
+	if err != nil {
+		a.usage.give(r.developer, useVolume) // no helper was made
+	} else {
 		err = a.awaitName(ctx, v.Host, v.Port)
 		if err != nil {
 			a.releaseVolume(r, v)
@@ -252,12 +261,14 @@ func (a *Agent) awaitName(ctx context.Context, host string, port int) error {
 	}
 }
 
-// releaseVolume removes the helper of v, which run r had.
+// releaseVolume removes the helper of v, which run r had, and gives its
+// place among the agent's volumes back.
 func (a *Agent) releaseVolume(r *run, v Volume) {
 	vs, ok := a.Platform.(VolumeServer)
 	if !ok || v.ID == "" {
 		return
 	}
+	a.usage.give(r.developer, useVolume)
 	ctx, cancel := a.platformContext()
 	defer cancel()
 	if err := vs.ReleaseVolume(ctx, v.ID); err != nil {

@@ -58,8 +58,14 @@ Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_NAMES_PER_KEY         names served at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.NamesPerKey) + `]
   PLUG_MAX_CHANNELS_PER_KEY      connections through the agent for one key [` + strconv.Itoa(tunnel.DefaultLimits.ChannelsPerKey) + `]
   PLUG_MAX_CONNECTIONS_PER_KEY   SSH connections of one key [` + strconv.Itoa(tunnel.DefaultLimits.ConnsPerKey) + `]
-  PLUG_MAX_CHANNELS              connections through the agent, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Channels) + `]
-  PLUG_MAX_CONNECTIONS           SSH connections, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Conns) + `]
+  PLUG_MAX_MEMORY_PER_KEY        MiB of one key's data waiting to be carried [` + strconv.Itoa(tunnel.DefaultLimits.MemoryPerKey) + `]
+  PLUG_MAX_CHANNELS              connections through the agent, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Channels) + `*]
+  PLUG_MAX_CONNECTIONS           SSH connections, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Conns) + `*]
+  PLUG_MAX_RUNS                  runs open at once, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Runs) + `]
+  PLUG_MAX_NAMES                 names served at once, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Names) + `*]
+  PLUG_MAX_VOLUMES               volumes served at once, all runs [` + strconv.Itoa(tunnel.DefaultLimits.Volumes) + `]
+  PLUG_MAX_MEMORY                MiB of data waiting to be carried, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Memory) + `*]
+  * or less: lowered to what the agent's open-file limit and memory limit hold
 
 It checks its rights in the cluster at boot. Without a right that runs need
 it does not start serving: its log names each missing rule with the command
@@ -278,6 +284,8 @@ func agentSettings() (tunnel.Limits, []netip.Prefix, error) {
 		{"PLUG_MAX_RUNS_PER_KEY", &l.RunsPerKey}, {"PLUG_MAX_NAMES_PER_KEY", &l.NamesPerKey},
 		{"PLUG_MAX_CHANNELS_PER_KEY", &l.ChannelsPerKey}, {"PLUG_MAX_CONNECTIONS_PER_KEY", &l.ConnsPerKey},
 		{"PLUG_MAX_CHANNELS", &l.Channels}, {"PLUG_MAX_CONNECTIONS", &l.Conns},
+		{"PLUG_MAX_MEMORY_PER_KEY", &l.MemoryPerKey}, {"PLUG_MAX_RUNS", &l.Runs}, {"PLUG_MAX_NAMES", &l.Names},
+		{"PLUG_MAX_VOLUMES", &l.Volumes}, {"PLUG_MAX_MEMORY", &l.Memory},
 	} {
 		v := os.Getenv(f.env)
 		if v == "" {

@@ -19,10 +19,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -33,18 +35,22 @@ const User = "get"
 
 // The caps of the handout. A get connection must run its command within
 // getStartTimeout, and ends after getTimeout whatever it does. Only a
-// download in progress takes one of the maxGetSessions slots, and a
-// download that makes no progress for getIdleTimeout (the client stopped
-// reading) is cut. (The agent also bounds get connections per source
-// address, as it does handshakes.)
+// download in progress takes one of the maxGetSessions slots, at most
+// maxGetPerNetwork of them for one source network (Server.Network), and a
+// download slower than minGetRate over any getRateWindow (the client
+// stopped reading, or reads slowly to hold a slot) is cut, saying so. (The
+// agent also bounds get connections per source network, as it does
+// handshakes.)
 const (
-	maxGetSessions  = 4                // downloads served at once by an agent
-	getTimeout      = 5 * time.Minute  // a get connection is closed after this
-	getStartTimeout = 10 * time.Second // a get connection that runs no command by then is closed
-	getIdleTimeout  = 30 * time.Second // a download that makes no progress for this long is cut
-	maxGetCommand   = 64               // bytes of an exec command
-	maxBinarySize   = 512 << 20        // a served binary larger than this is refused
-	maxSumsSize     = 64 << 10         // SHA256SUMS larger than this is refused
+	maxGetSessions   = 4                // downloads served at once by an agent
+	maxGetPerNetwork = 2                // of those, from one source network
+	getTimeout       = 5 * time.Minute  // a get connection is closed after this
+	getStartTimeout  = 10 * time.Second // a get connection that runs no command by then is closed
+	minGetRate       = 64 << 10         // bytes a second a download must average over each getRateWindow
+	getRateWindow    = 10 * time.Second
+	maxGetCommand    = 64        // bytes of an exec command
+	maxBinarySize    = 512 << 20 // a served binary larger than this is refused
+	maxSumsSize      = 64 << 10  // SHA256SUMS larger than this is refused
 )
 
 const getUsage = `the get user runs one of:
@@ -97,9 +103,13 @@ type Server struct {
 	HostKey ssh.PublicKey
 	// Version is the agent's version, named in the installer.
 	Version string
+	// Network names the source network of a connection: the downloads of
+	// one network share maxGetPerNetwork slots. Nil: its IP address.
+	Network func(net.Addr) string
 
-	slotsOnce sync.Once
-	slots     chan struct{} // one token per download in progress
+	mu        sync.Mutex
+	slots     int            // downloads in progress
+	byNetwork map[string]int // of those, by source network
 }
 
 // binaryName is the file in BinDir holding the binary for platform os-arch.
@@ -114,7 +124,6 @@ func binaryName(platform string) string {
 // Serve runs a get connection: one session with one exec. It returns when
 // the connection ends, at the latest after getTimeout.
 func (s *Server) Serve(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
-	s.slotsOnce.Do(func() { s.slots = make(chan struct{}, maxGetSessions) })
 	go refuseRequests(reqs)
 	limit := time.AfterFunc(getTimeout, func() { conn.Close() })
 	defer limit.Stop()
@@ -161,7 +170,7 @@ func (s *Server) session(conn ssh.Conn, nc ssh.NewChannel, started func()) {
 		req.Reply(true, nil)
 		started()
 		status := uint32(0)
-		if err := s.run(conn, ch, cmd.Command); err != nil {
+		if err := s.run(conn, ch, cutter(conn, ch), cmd.Command); err != nil {
 			fmt.Fprintf(ch.Stderr(), "plug agent: %v\n", err)
 			status = 1
 		}
@@ -172,7 +181,26 @@ func (s *Server) session(conn ssh.Conn, nc ssh.NewChannel, started func()) {
 	}
 }
 
-func (s *Server) run(conn ssh.Conn, w io.Writer, line string) error {
+// cutter is how a session's download slower than the agent asks is cut:
+// why goes out as the session's exit signal (an SSH request, which no
+// window holds back; plug's CLI shows it) and on its stderr if its window
+// lets it, and the connection is closed.
+func cutter(conn ssh.Conn, ch ssh.Channel) func(why string) {
+	return func(why string) {
+		go fmt.Fprintf(ch.Stderr(), "plug agent: %s\n", why)
+		ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+			Signal     string
+			CoreDumped bool
+			Error      string
+			Lang       string
+		}{Signal: "ALRM", Error: why}))
+		conn.Close()
+	}
+}
+
+// run runs one command line of the get user, its output into w; a
+// download slower than minGetRate is cut with cut.
+func (s *Server) run(conn ssh.Conn, w io.Writer, cut func(why string), line string) error {
 	cmd, err := parseGetCommand(line)
 	if err != nil {
 		return err
@@ -183,15 +211,15 @@ func (s *Server) run(conn ssh.Conn, w io.Writer, line string) error {
 	case "install-windows":
 		return s.writeInstaller(w, true)
 	case "download":
-		select {
-		case s.slots <- struct{}{}:
-			defer func() { <-s.slots }()
-		default:
-			return fmt.Errorf("the agent is serving %d downloads already; try again in a minute", maxGetSessions)
+		network := s.networkOf(conn.RemoteAddr())
+		if err := s.takeSlot(network); err != nil {
+			return err
 		}
-		idle := time.AfterFunc(getIdleTimeout, func() { conn.Close() })
-		defer idle.Stop()
-		return s.writeBinary(&progressWriter{w: w, idle: idle}, cmd.platform)
+		defer s.giveSlot(network)
+		rw := &rateWriter{w: w}
+		stop := rw.enforce(minGetRate, getRateWindow, cut)
+		defer stop()
+		return s.writeBinary(rw, cmd.platform)
 	default:
 		return s.writeDigest(w, cmd.platform)
 	}
@@ -245,17 +273,76 @@ func lookupDigest(sumsPath, name string) (string, error) {
 	return "", fmt.Errorf("SHA256SUMS lists no %s", name)
 }
 
-// progressWriter pushes its idle timer back at every write that got
-// through.
-type progressWriter struct {
-	w    io.Writer
-	idle *time.Timer
+// networkOf is the source network addr counts under.
+func (s *Server) networkOf(addr net.Addr) string {
+	if s.Network != nil {
+		return s.Network(addr)
+	}
+	host, _, _ := net.SplitHostPort(addr.String())
+	return host
 }
 
-func (p *progressWriter) Write(b []byte) (int, error) {
-	n, err := p.w.Write(b)
-	if n > 0 {
-		p.idle.Reset(getIdleTimeout)
+// takeSlot takes one of the download slots for a connection from network,
+// or says why there is none.
+func (s *Server) takeSlot(network string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.slots >= maxGetSessions:
+		return fmt.Errorf("the agent is serving %d downloads already; try again in a minute", maxGetSessions)
+	case s.byNetwork[network] >= maxGetPerNetwork:
+		return fmt.Errorf("the agent is serving %d downloads to your network already; try again in a minute", maxGetPerNetwork)
 	}
+	if s.byNetwork == nil {
+		s.byNetwork = map[string]int{}
+	}
+	s.slots++
+	s.byNetwork[network]++
+	return nil
+}
+
+func (s *Server) giveSlot(network string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slots--
+	if s.byNetwork[network]--; s.byNetwork[network] == 0 {
+		delete(s.byNetwork, network)
+	}
+}
+
+// rateWriter counts what is written through it.
+type rateWriter struct {
+	w       io.Writer
+	written atomic.Int64
+}
+
+func (r *rateWriter) Write(b []byte) (int, error) {
+	n, err := r.w.Write(b)
+	r.written.Add(int64(n))
 	return n, err
+}
+
+// enforce calls cut, once, when less than rate bytes a second went through
+// r over a window; the returned func stops the watch.
+func (r *rateWriter) enforce(rate int64, window time.Duration, cut func(why string)) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(window)
+		defer tick.Stop()
+		last := int64(0)
+		for {
+			select {
+			case <-tick.C:
+			case <-done:
+				return
+			}
+			now := r.written.Load()
+			if got := now - last; float64(got) < float64(rate)*window.Seconds() {
+				cut(fmt.Sprintf("the download was cut: it took %d KiB in the last %s, under the %d KiB/s the agent asks of a download so that slow ones do not hold its %d slots; try again on a faster link", got>>10, window, rate>>10, maxGetSessions))
+				return
+			}
+			last = now
+		}
+	}()
+	return sync.OnceFunc(func() { close(done) })
 }
