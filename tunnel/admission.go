@@ -15,14 +15,14 @@ import (
 // Nothing is recorded, logged or audited of a key that was only offered.
 //
 // What a stranger's proven keys may make the agent do is bounded by the
-// source address (an IPv4 address, an IPv6 /64) and overall:
-//   - new pending requests (Requester): requestBurst per address, then one
+// source network (sourceOf: an IPv4 /24, an IPv6 /64) and overall:
+//   - new pending requests (Requester): requestBurst per network, then one
 //     every requestEvery; requestBurstAll overall, then requestRateAll a
 //     minute;
 //   - lines of the log and of the audit trail about refused keys:
-//     refusalBurst per address, then one every refusalEvery;
+//     refusalBurst per network, then one every refusalEvery;
 //     refusalBurstAll overall, then refusalRateAll a second. A line left
-//     out is counted, and the next one logged for that address says how
+//     out is counted, and the next one logged for that network says how
 //     many were.
 const (
 	requestBurst    = 5

@@ -52,7 +52,7 @@ func dialFrom(ctx context.Context, from, addr, user string, signer ssh.Signer, h
 // With admission by approval, a key only offered (no signature) records no
 // request, and is neither logged nor audited: dave's key offered by
 // mallory does not become mallory's. 1,000 fresh keys from one address
-// record a few requests and write a few lines, and another address is
+// record a few requests and write a few lines, and another network is
 // still heard.
 func TestAdmissionRecordsOnlyProvenKeysAndBoundsWhatStrangersWrite(t *testing.T) {
 	platform := tunneltest.NewPlatform()
@@ -129,8 +129,8 @@ func TestAdmissionRecordsOnlyProvenKeysAndBoundsWhatStrangersWrite(t *testing.T)
 	wg.Wait()
 	took := time.Since(start)
 	frank, _ := newKey(t)
-	if err := dialFrom(ctx, "127.0.0.4", addr, "frank", frank, hostKey); err == nil || !strings.Contains(err.Error(), "ssh: unable to authenticate") {
-		t.Fatalf("frank's key from another address: %v", err)
+	if err := dialFrom(ctx, "127.1.0.4", addr, "frank", frank, hostKey); err == nil || !strings.Contains(err.Error(), "ssh: unable to authenticate") {
+		t.Fatalf("frank's key from another network: %v", err)
 	}
 	frankFP := keys.Fingerprint(frank.PublicKey())
 	clustertest.Until(t, 10*time.Second, "frank's request pending", func() bool {
