@@ -27,6 +27,7 @@ import (
 // agentUsage is the usage of plug agent.
 var agentUsage = `Usage: plug agent [--ready]
        plug agent members ... (the operator's side of admission by approval; plug agent members -h)
+       plug agent host-key rotate (a new SSH host key; plug agent host-key -h)
 
 Runs plug's agent: the SSH server in the cluster that developers' plug runs
 connect to. It is configured by its environment:
@@ -55,6 +56,12 @@ Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_CONNECTIONS_PER_KEY   SSH connections of one key [` + strconv.Itoa(tunnel.DefaultLimits.ConnsPerKey) + `]
   PLUG_MAX_CHANNELS              connections through the agent, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Channels) + `]
   PLUG_MAX_CONNECTIONS           SSH connections, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Conns) + `]
+
+Its log says its SSH host key's fingerprint at start, one line to give
+developers. On Kubernetes the key is kept in the Secret plug-state, shared
+by every replica; when the agent may not read or store it there, it starts
+with a key of its own pod and says so in WARNING lines, with the command
+that makes the key shared again. plug agent host-key rotate replaces it.
 
 It checks its rights in the cluster at boot. Without a right that runs need
 it does not start serving: its log names each missing rule with the command
@@ -87,6 +94,11 @@ func runAgent(c *cli, args []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return c.agentMembers(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "host-key" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return c.agentHostKey(ctx, args[1:])
 	}
 	fs := flags("agent")
 	ready := fs.Bool("ready", false, "")
@@ -195,7 +207,8 @@ func (c *cli) agent(ctx context.Context) error {
 	if admission != nil {
 		a.Keys = admission
 	}
-	logger.Printf("%s %s listening on %s, host key %s", id, tunnel.Version, l.Addr(), keys.Fingerprint(hostKey.PublicKey()))
+	logger.Printf("%s %s listening on %s", id, tunnel.Version, l.Addr())
+	logger.Print(fingerprintLine(keys.Fingerprint(hostKey.PublicKey()), a.PublicAddr))
 	if closed != "" {
 		logger.Printf("the tunnel is closed (%s): every run is refused, saying so", closed)
 	}
@@ -203,6 +216,18 @@ func (c *cli) agent(ctx context.Context) error {
 	defer cancel()
 	go stopOnSignal(ctx, a, platform, cancel, logger.Printf)
 	return a.Serve(ctx, l)
+}
+
+// fingerprintLine is the line of the agent's log an operator copies to
+// give developers: its host key's fingerprint, and the install command
+// that checks it (HOST and PORT when the agent does not know its public
+// address).
+func fingerprintLine(fingerprint, publicAddr string) string {
+	host, port, err := net.SplitHostPort(publicAddr)
+	if err != nil {
+		host, port = "HOST", "PORT"
+	}
+	return fmt.Sprintf("host key fingerprint %s (developers install with: ssh -p %s get@%s install | sh -s -- --fingerprint %s)", fingerprint, port, host, fingerprint)
 }
 
 // stopOnSignal stops the agent at SIGTERM or SIGINT: for good (Stop: the
