@@ -76,8 +76,14 @@ the readiness probe of deploy/plug-k8s.yaml, so that the agent's pod is not
 Ready while it refuses runs for a missing right.
 
 Its log is on standard error; its audit trail (each run opened and how it
-ended, each name served and given back, each key refused, accepted or
-removed) is on standard output, one JSON object per line.
+ended, each name served and given back, each volume, each environment
+read, each key refused, accepted or removed) is on standard output, one
+JSON object per line (schema in deploy/README.md), and appended to
+PLUG_AUDIT_FILE when set:
+
+  PLUG_AUDIT_FILE      a file the audit trail is appended to as well
+  PLUG_AUDIT_FILE_MAX  its bound in bytes: past it the file is renamed
+                       FILE.1 and begun anew [` + strconv.Itoa(tunnel.DefaultAuditFileMax) + `]
 
 SIGTERM or SIGINT stop it; the names it serves are given back first. When
 another agent takes over (a rollout) its runs move there; when every agent
@@ -186,6 +192,10 @@ func (c *cli) agent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	audit, err := c.auditSink()
+	if err != nil {
+		return err
+	}
 	addr := listenAddr()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -201,7 +211,7 @@ func (c *cli) agent(ctx context.Context) error {
 		Dial:       dial,
 		ReadyFile:  readyFile(),
 		Logf:       logger.Printf,
-		Audit:      tunnel.AuditJSON(c.stdout),
+		Audit:      audit,
 		Closed:     closed,
 	}
 	if admission != nil {
