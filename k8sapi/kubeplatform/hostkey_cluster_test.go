@@ -71,7 +71,7 @@ func TestHostKeyWithoutTheSecretAndAfterRotate(t *testing.T) {
 	k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
 	log := podLog()
 	for _, want := range []string{
-		"WARNING: the host key is not shared: the agent lacks the right get secrets/plug-state",
+		"WARNING: the host key is not shared: the agent lacks the right patch secrets/plug-state",
 		"WARNING: to share one host key again: kubectl -n " + k.Namespace + " patch role plug",
 	} {
 		if !strings.Contains(log, want) {
