@@ -609,6 +609,8 @@ func (p *Platform) sweepVolumes(ctx context.Context, boot bool) {
 		p.logf("sweep: removing the volume helper %s of %s: %s", name, tunnel.PeerText(rc.Workload), why)
 		if err := p.removeHelper(ctx, name); err != nil {
 			p.logf("sweep: %v", err)
+		} else {
+			p.sweeps.helpers.Add(1)
 		}
 	}
 	pods, err := p.c.Pods(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: LabelVolume})

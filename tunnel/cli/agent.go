@@ -44,6 +44,8 @@ connect to. It is configured by its environment:
   PLUG_ADMISSION    open (the default: any key that reaches it gets in) or
                     invite (admission by approval: only the keys a member
                     accepted; plug members)
+  PLUG_METRICS_ADDR host:port of the metrics (Prometheus text format, at
+                    /metrics), e.g. :9090; default none: no metrics
   PLUG_DIAL         address ranges runs may dial beyond the cluster's names,
                     e.g. 10.0.0.0/8,fd00::/8 (default none); an address the
                     agent refuses by default (the node's, the API server's,
@@ -224,8 +226,39 @@ func (c *cli) agent(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := serveMetrics(ctx, a, logger.Printf); err != nil {
+		l.Close()
+		return err
+	}
 	go stopOnSignal(ctx, a, platform, cancel, logger.Printf)
 	return a.Serve(ctx, l)
+}
+
+// serveMetrics serves the agent's metrics on PLUG_METRICS_ADDR, when set,
+// until ctx ends; they count what a's audit trail says, so a.Audit is
+// wrapped. An address it cannot listen on is an error naming it.
+func serveMetrics(ctx context.Context, a *tunnel.Agent, logf func(string, ...any)) error {
+	addr := os.Getenv("PLUG_METRICS_ADDR")
+	if addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("PLUG_METRICS_ADDR=%s: cannot listen there (%v); give a free host:port, e.g. :9090, or unset it", tunnel.PeerText(addr), err)
+	}
+	m := &tunnel.Metrics{}
+	audit := a.Audit
+	a.Audit = func(e tunnel.AuditEvent) {
+		audit(e)
+		m.Observe(e)
+	}
+	logf("metrics at http://%s/metrics", l.Addr())
+	go func() {
+		if err := tunnel.ServeMetrics(ctx, l, a, m); err != nil {
+			logf("metrics: %v", err)
+		}
+	}()
+	return nil
 }
 
 // fingerprintLine is the line of the agent's log an operator copies to
