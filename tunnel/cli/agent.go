@@ -51,6 +51,24 @@ connect to. It is configured by its environment:
                     agent refuses by default (the node's, the API server's,
                     loopback, link-local) only when listed alone, e.g. 10.0.0.1/32
 
+On Kubernetes:
+  POD_NAME, POD_NAMESPACE, POD_IP, HOST_IP
+                    the agent's pod and its node's address, from the
+                    downward API (deploy/plug-k8s.yaml sets them)
+  NODE_NAME         the agent's node; unset, it is read from its own pod
+  PLUG_NAMESPACES   other namespaces whose Services runs reach, e.g.
+                    data,messaging (default none), each offered by a Role
+                    plug-names there
+  PLUG_HELPER_IMAGE the image of --volume helpers, default the agent pod's
+  KUBECONFIG        outside a pod only: the kubeconfig, default ~/.kube/config
+
+On Swarm:
+  PLUG_SWARM_TASK   the agent's task, {{.Task.ID}} (deploy/plug-swarm.yml)
+  DOCKER_HOST       the engine's API, default unix:///var/run/docker.sock
+
+The Go runtime's GOMEMLIMIT and GOGC: unset, the agent keeps its garbage
+collector under 90 % of its container's memory limit.
+
 Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_RUNS_PER_KEY          runs open at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.RunsPerKey) + `]
   PLUG_MAX_NAMES_PER_KEY         names served at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.NamesPerKey) + `]
@@ -149,7 +167,7 @@ func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (t
 
 func platformNames() []string {
 	return []string{
-		"kubernetes (a pod of deploy/plug-k8s.yaml, with the downward API's POD_NAME, POD_NAMESPACE and POD_IP)",
+		"kubernetes (a pod of deploy/plug-k8s.yaml, with the downward API's POD_NAME, POD_NAMESPACE, POD_IP and HOST_IP)",
 		"swarm (a Docker Swarm service with the engine's socket, deploy/plug-swarm.yml)",
 		"memory or none (no cluster: names live in the agent's memory, for local tests)",
 	}
