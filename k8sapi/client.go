@@ -8,19 +8,45 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
 // Client talks to one API server. It is safe for concurrent use.
 type Client struct {
-	base    *url.URL
-	http    *http.Client
-	upgrade *http.Client // HTTP/1.1 only, for WebSocket upgrades
-	token   func() (string, error)
+	base     *url.URL
+	http     *http.Client
+	upgrade  *http.Client // HTTP/1.1 only, for WebSocket upgrades
+	token    func() (string, error)
+	failures failures
+}
+
+// failures counts the requests that failed, by HTTP status (0: no answer).
+type failures struct {
+	mu     sync.Mutex
+	byCode map[int]uint64
+}
+
+func (f *failures) add(code int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byCode == nil {
+		f.byCode = map[int]uint64{}
+	}
+	f.byCode[code]++
+}
+
+// Failures returns how many requests of c failed so far, by the HTTP
+// status the API server answered (0: it did not answer), for metrics.
+func (c *Client) Failures() map[int]uint64 {
+	c.failures.mu.Lock()
+	defer c.failures.mu.Unlock()
+	return maps.Clone(c.failures.byCode)
 }
 
 // New returns a Client for cfg.
@@ -78,11 +104,13 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		c.failures.add(0)
 		return nil, fmt.Errorf("kubernetes API %s %s: %w", r.method, r.path, err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
+	c.failures.add(resp.StatusCode)
 	defer resp.Body.Close()
 	return nil, decodeFailure(r.method, r.path, resp)
 }

@@ -379,6 +379,15 @@ func (a *Agent) refuseBusy(c net.Conn, src netip.Addr, why string) {
 	io.WriteString(c, busyPrefix+why+"; try again in a moment\r\n")
 	c.Close()
 	a.plog.printf(src.String(), "refused a connection from %s: %s", c.RemoteAddr(), why)
+	counters.busy.Add(1)
+}
+
+// handshakes is how many connections hold a slot of the unauthenticated
+// (handshakes and get connections), and how many wait for one.
+func (a *Agent) handshakes() (held, waiting int) {
+	a.unauth.mu.Lock()
+	defer a.unauth.mu.Unlock()
+	return a.unauth.total, a.unauth.waiting
 }
 
 // track records an open connection so that shutdown can close it; false

@@ -59,6 +59,8 @@ func (dc *devConn) answerEnv(frame []byte) {
 		dc.sendControl(f)
 	}
 	dc.sendControl(envDone(env))
+	a.audit(AuditEvent{Event: AuditEnvRead, User: dc.user, Key: dc.fingerprint, From: addrString(dc.conn.RemoteAddr()),
+		Workload: env.Workload, Read: env.Sources})
 	dc.logf("environment of %s for %s: %d variables, %d left out", req, who, len(env.Vars), len(env.LeftOut))
 }
 

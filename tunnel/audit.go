@@ -20,6 +20,12 @@ import (
 // Every string a peer chose (user names, key comments, versions, reasons)
 // reaches the line JSON-encoded: it cannot forge a line or move a cursor.
 
+// AuditSchema is the version of the audit trail's schema, deploy/README.md
+// "The audit trail", written in every line as "schema". Within a version
+// events and fields are only added; one that changes meaning or goes away
+// raises it.
+const AuditSchema = 1
+
 // Audit event names (AuditEvent.Event).
 const (
 	AuditRunOpened    = "run.opened"      // Run, User, Key, Comment, From, Version, Kind
@@ -38,6 +44,7 @@ const (
 	AuditKeyAdmin     = "key.admin"       // By made Key an admin (open admission)
 	AuditKeyUnadmin   = "key.unadmin"     // By took Key's admin back
 	AuditMembersReset = "members.reset"   // By forgot every member
+	AuditEnvRead      = "env.read"        // --env-from: User, Key, From, Workload, and Read: the ConfigMaps and Secrets and their keys (never a value)
 
 	// plug update --agent: By (User, Key, From) asked to move the agent to
 	// Image; it was refused (Reason), or it ran and then the agent runs
@@ -69,6 +76,7 @@ const (
 // AuditEvent is one line of the audit trail. Empty fields are left out of
 // the line.
 type AuditEvent struct {
+	Schema  int       `json:"schema"` // AuditSchema, set by AuditJSON
 	Time    time.Time `json:"time"`
 	Event   string    `json:"event"`
 	Agent   string    `json:"agent,omitempty"`   // the agent instance that saw it
@@ -98,6 +106,10 @@ type AuditEvent struct {
 	Previous string `json:"previous,omitempty"`
 	// Seconds is how long a run lasted, or a name was served, to a tenth.
 	Seconds *float64 `json:"seconds,omitempty"`
+	// Workload is the workload whose environment was read (Env.Workload),
+	// Read the ConfigMaps and Secrets its values came from, and their keys.
+	Workload string      `json:"workload,omitempty"`
+	Read     []EnvSource `json:"read,omitempty"`
 }
 
 // Run kinds (AuditEvent.Kind, RunRecord.Kind).
@@ -116,6 +128,7 @@ const (
 func AuditJSON(w io.Writer) func(AuditEvent) {
 	var mu sync.Mutex
 	return func(e AuditEvent) {
+		e.Schema = AuditSchema
 		line, err := json.Marshal(e)
 		if err != nil {
 			return

@@ -176,10 +176,11 @@ func (s *Session) checkHostKey(_ string, _ net.Addr, key ssh.PublicKey) error {
 		return nil
 	}
 	return &HostKeyError{
-		Addr:    s.cfg.Addr,
-		Profile: s.cfg.Profile,
-		Pinned:  ssh.FingerprintSHA256(s.cfg.HostKey),
-		Offered: ssh.FingerprintSHA256(key),
+		Addr:       s.cfg.Addr,
+		Profile:    s.cfg.Profile,
+		Pinned:     ssh.FingerprintSHA256(s.cfg.HostKey),
+		Offered:    ssh.FingerprintSHA256(key),
+		OfferedKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))),
 	}
 }
 

@@ -252,8 +252,17 @@ func TestWrongHostKeyIsRefused(t *testing.T) {
 	if !errors.As(err, &hk) || hk.Pinned != ssh.FingerprintSHA256(other.PublicKey()) || hk.Offered != ssh.FingerprintSHA256(hostKey) {
 		t.Fatalf("Connect with the wrong pinned key: %v", err)
 	}
-	if !strings.Contains(err.Error(), "plug profile add prod --host 127.0.0.1") {
-		t.Errorf("the error does not say how to re-pin:\n%v", err)
+	presented := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostKey)))
+	_, port, _ := net.SplitHostPort(addr)
+	for _, want := range []string{
+		"plug agent host-key rotate",
+		"Only if it is " + ssh.FingerprintSHA256(hostKey) + ", pin the key it presented",
+		"plug profile add prod --host 127.0.0.1 --port " + port + " --host-key '" + presented + "' --force",
+		"install | sh -s -- --fingerprint " + ssh.FingerprintSHA256(hostKey) + " 127.0.0.1 " + port,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
 	}
 }
 

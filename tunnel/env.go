@@ -133,6 +133,17 @@ type Env struct {
 	// Notes say what else could not be read, one line each (e.g. the
 	// image's own ENV).
 	Notes []string
+	// Sources are the ConfigMaps and Secrets whose values were read for
+	// Vars, each with the keys read, for the audit trail (never a value).
+	Sources []EnvSource
+}
+
+// EnvSource is a ConfigMap or Secret an environment's values were read
+// from, and which of its keys.
+type EnvSource struct {
+	Kind string   `json:"kind"` // "ConfigMap" or "Secret"
+	Name string   `json:"name"`
+	Keys []string `json:"keys"` // sorted
 }
 
 // EnvVar is one variable. Its value may hold any byte but NUL.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"plug/tunnel"
 	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
@@ -142,5 +144,43 @@ func TestFetchEnvRefusals(t *testing.T) {
 		if err := tunnel.CheckEnvRequest(bad); err == nil {
 			t.Errorf("CheckEnvRequest(%+v) accepts it", bad)
 		}
+	}
+}
+
+// An environment read is one env.read line of the audit trail: who, the
+// workload, and each ConfigMap and Secret with the keys read; never a
+// value.
+func TestEnvReadIsAudited(t *testing.T) {
+	platform := &envPlatform{Platform: tunneltest.NewPlatform(), env: func(req tunnel.EnvRequest) (*tunnel.Env, error) {
+		return &tunnel.Env{
+			Workload: "deployment/web: pod web-1, container app",
+			Vars:     []tunnel.EnvVar{{Name: "PASSWORD", Value: "s3cr3t"}, {Name: "MODE", Value: "fast"}},
+			Sources: []tunnel.EnvSource{
+				{Kind: "ConfigMap", Name: "cfg", Keys: []string{"MODE"}},
+				{Kind: "Secret", Name: "db", Keys: []string{"password"}},
+			},
+		}, nil
+	}}
+	audit := tunneltest.NewAudit()
+	addr, hostKey, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) { a.Audit = audit.Sink })
+	signer, _ := newKey(t)
+	fp := ssh.FingerprintSHA256(signer.PublicKey())
+	cfg := tunnel.ClientConfig{Addr: addr, User: "dev", Signer: signer, HostKey: hostKey}
+	if _, err := tunnel.FetchEnv(ctxFor(t, 20*time.Second), cfg, tunnel.EnvRequest{Kind: tunnel.WorkloadDeployment, Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	e := audit.Await(t, clustertest.Settle, "the env.read event", func(e tunnel.AuditEvent) bool { return e.Event == tunnel.AuditEnvRead })
+	var line strings.Builder
+	tunnel.AuditJSON(&line)(e)
+	for _, want := range []string{
+		`"schema":1,`, `"event":"env.read"`, `"user":"dev"`, `"key":"` + fp + `"`, `"workload":"deployment/web: pod web-1, container app"`,
+		`"read":[{"kind":"ConfigMap","name":"cfg","keys":["MODE"]},{"kind":"Secret","name":"db","keys":["password"]}]`,
+	} {
+		if !strings.Contains(line.String(), want) {
+			t.Errorf("the audit line lacks %s:\n%s", want, line.String())
+		}
+	}
+	if strings.Contains(line.String(), "s3cr3t") || strings.Contains(line.String(), "fast") {
+		t.Errorf("the audit line holds a value:\n%s", line.String())
 	}
 }

@@ -44,12 +44,17 @@ func unreachable(addr string, err error) *UnreachableError {
 
 // HostKeyError says the agent presented a host key other than the pinned one.
 type HostKeyError struct {
-	Addr    string
-	Profile string // the profile that pins the key, if known
-	Pinned  string // SHA256 fingerprints
-	Offered string
+	Addr       string
+	Profile    string // the profile that pins the key, if known
+	Pinned     string // SHA256 fingerprints
+	Offered    string
+	OfferedKey string // the key presented, as an authorized_keys line
 }
 
+// Error says what happened and the remedy: confirm the new fingerprint
+// with the operator (an agent whose key was rotated, deploy/README.md
+// "Rotating the host key"), then pin the key presented, or install again
+// checking it.
 func (e *HostKeyError) Error() string {
 	host, port, _ := net.SplitHostPort(e.Addr)
 	profile := e.Profile
@@ -57,12 +62,13 @@ func (e *HostKeyError) Error() string {
 		profile = "PROFILE"
 	}
 	return fmt.Sprintf("the agent at %s presented the host key %s, but the profile pins %s: refusing to connect.\n"+
-		"Somebody may be intercepting the connection, or the agent was given a new key.\n"+
-		"If the cluster admin confirms a new key, pin it deliberately:\n"+
-		"  plug profile add %s --host %s --port %s --host-key 'ssh-ed25519 AAAA...' --force   (the key the admin gives you)\n"+
-		"or re-run the installer:\n"+
-		"  ssh -n -p %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null get@%s %s -s -- %s %s",
-		e.Addr, e.Offered, e.Pinned, profile, host, port, port, host, installerPipe(), host, port)
+		"Somebody may be intercepting the connection, or the operator gave the agent a new key (plug agent host-key rotate).\n"+
+		"Ask the cluster admin for the agent's fingerprint (its log says it at start: kubectl -n NAMESPACE logs deploy/plug | grep fingerprint).\n"+
+		"Only if it is %s, pin the key it presented:\n"+
+		"  plug profile add %s --host %s --port %s --host-key '%s' --force\n"+
+		"or install again, checking it:\n"+
+		"  ssh -p %s get@%s %s -s -- --fingerprint %s %s %s",
+		e.Addr, e.Offered, e.Pinned, e.Offered, profile, host, port, e.OfferedKey, port, host, installerPipe(), e.Offered, host, port)
 }
 
 // installerPipe is how this system runs the installer: Git Bash on

@@ -122,6 +122,55 @@ func TestInstallerInstallsPlugAndItsProfile(t *testing.T) {
 	}
 }
 
+// With --fingerprint, the installer installs nothing unless the agent's
+// host key (which its own connections accept, and the profile pins) has
+// that fingerprint, and says why; with the right one it installs.
+func TestInstallerChecksTheFingerprint(t *testing.T) {
+	plug := buildPlug(t)
+	addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, plug, "")
+	})
+	_, port, _ := net.SplitHostPort(addr)
+	right := ssh.FingerprintSHA256(hostKey)
+	other, _ := newKey(t)
+	wrong := ssh.FingerprintSHA256(other.PublicKey())
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"--fingerprint", wrong, "127.0.0.1", port}, []string{"the agent's host key is " + right + ", not the " + wrong + " you gave", "Nothing was installed"}},
+		{[]string{"--fingerprint=" + wrong, "127.0.0.1", port}, []string{"not the " + wrong + " you gave"}},
+		{[]string{"--fingerprint", "MD5:ab:cd", "127.0.0.1", port}, []string{"is not a fingerprint: give it as SHA256:"}},
+		{[]string{"--fingerprint"}, []string{"--fingerprint needs a value"}},
+	} {
+		home := t.TempDir()
+		out, err := installer(t, addr, home, c.args...)
+		if err == nil {
+			t.Errorf("installer %q succeeded:\n%s", c.args, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("installer %q does not say %q:\n%s", c.args, w, out)
+			}
+		}
+		for _, made := range []string{".local", ".plug"} {
+			if _, err := os.Stat(filepath.Join(home, made)); err == nil {
+				t.Errorf("installer %q made ~/%s", c.args, made)
+			}
+		}
+	}
+	home := t.TempDir()
+	out, err := installer(t, addr, home, "--fingerprint", right, "127.0.0.1", port)
+	if err != nil || !strings.Contains(out, "the agent's host key is "+right+", as you gave") {
+		t.Fatalf("installer with the right fingerprint: %v\n%s", err, out)
+	}
+	if data, err := os.ReadFile(filepath.Join(home, ".local", "bin", "plug")); err != nil || !bytes.Equal(data, plug) {
+		t.Errorf("with the right fingerprint plug is not installed (%v)\n%s", err, out)
+	}
+	// Without it, the installer shows the fingerprint to compare.
+	out, err = installer(t, addr, t.TempDir(), "127.0.0.1", port)
+	if err != nil || !strings.Contains(out, "the agent's host key is "+right+". Compare it") {
+		t.Errorf("installer without --fingerprint: %v\n%s", err, out)
+	}
+}
+
 // A download that does not match its SHA-256 is not installed.
 func TestInstallerRefusesADamagedDownload(t *testing.T) {
 	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
@@ -146,7 +195,7 @@ func TestInstallerAsksForTheAddress(t *testing.T) {
 	})
 	home := t.TempDir()
 	out, err := installer(t, addr, home)
-	if err == nil || !strings.Contains(out, "| sh -s -- HOST PORT") {
+	if err == nil || !strings.Contains(out, "| sh -s -- --fingerprint SHA256:... HOST PORT") {
 		t.Errorf("installer: %v\n%s", err, out)
 	}
 	if entries, _ := os.ReadDir(home); len(entries) != 0 {

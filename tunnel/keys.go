@@ -123,7 +123,6 @@ func (a *Agent) auditRefused(fp, user string, from net.Addr, err error) {
 	a.audit(e)
 	var nm *NotMemberError
 	if errors.As(err, &nm) && nm.Recorded {
-		e.Event, e.Reason = AuditKeyRequest, ""
-		a.audit(e)
+		a.audit(AuditEvent{Event: AuditKeyRequest, User: e.User, Key: e.Key, From: e.From})
 	}
 }

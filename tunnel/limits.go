@@ -266,6 +266,7 @@ func capCheck(n, max int, what, setting string) error {
 	if n < max {
 		return nil
 	}
+	countCap(setting)
 	return &capError{text: fmt.Sprintf("the agent's cap of %d %s is reached; end some, or ask the cluster admin to raise %s", max, what, setting)}
 }
 

@@ -122,6 +122,7 @@ func copyStream(dst io.Writer, src io.Reader) error {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return werr
 			}
+			counters.bytes.Add(uint64(n))
 		}
 		if errors.Is(err, io.EOF) {
 			return nil

@@ -106,12 +106,18 @@ type HostResolver interface {
 
 // SharedHostKey is a Platform that keeps the agent's SSH host key in the
 // cluster, so that every replica, and every restart, presents the same
-// one: HostKey returns it, making and storing it on first use. Without it
-// the agent keeps its host key in a file (PLUG_STATE_DIR). kubeplatform
-// implements it.
+// one: HostKey returns it, making and storing it on first use (or, when
+// the cluster will not keep it, a key of this agent alone, saying so in
+// the log). RotateHostKey stores a new one and returns the one it
+// replaces (nil if none) and the new one; agents present it from their
+// next start, which the command RestartHint returns brings about.
+// Without it the agent keeps its host key in a file (PLUG_STATE_DIR).
+// kubeplatform implements it.
 type SharedHostKey interface {
 	Platform
 	HostKey(ctx context.Context) (ssh.Signer, error)
+	RotateHostKey(ctx context.Context) (before, after ssh.PublicKey, err error)
+	RestartHint() string
 }
 
 // DeployedDialer is a Platform that can reach what answered a name before

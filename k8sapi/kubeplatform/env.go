@@ -66,7 +66,7 @@ func (p *Platform) Env(ctx context.Context, req tunnel.EnvRequest) (*tunnel.Env,
 	if err != nil {
 		return nil, fmt.Errorf("%s, container %s: %w", w.what, c.Name, err)
 	}
-	env := &tunnel.Env{Workload: fmt.Sprintf("%s: %s, container %s", w.what, w.from, c.Name)}
+	env := &tunnel.Env{Workload: fmt.Sprintf("%s: %s, container %s", w.what, w.from, c.Name), Sources: resolved.sources}
 	if note := p.addRuntimeEnv(ctx, w, c, resolved); note != "" {
 		env.Notes = append(env.Notes, note)
 	}

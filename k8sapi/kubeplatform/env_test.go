@@ -63,6 +63,9 @@ func TestEnvOfADeploymentFromItsTemplateOrItsPod(t *testing.T) {
 	if got := tunneltest.EnvVars(e); got["CONFIG"] != "from-cfg" || got["PASSWORD"] != "s3cr3t" || got["APP"] != "web" || got["KUBERNETES_SERVICE_HOST"] != "10.96.0.1" || len(got) != 4 {
 		t.Errorf("from the template: %v", got)
 	}
+	if got := fmt.Sprint(e.Sources); got != "[{ConfigMap cfg [CONFIG]} {Secret db [password]}]" {
+		t.Errorf("the sources read, for the audit trail: %s", got)
+	}
 	if e.Workload != "deployment/web: its pod template (no pod of it runs), container app" {
 		t.Errorf("workload %q", e.Workload)
 	}

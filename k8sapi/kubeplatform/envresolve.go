@@ -1,14 +1,18 @@
 package kubeplatform
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"plug/k8sapi"
+	"plug/tunnel"
 )
 
 // A container's environment, made from its pod's spec exactly as the
@@ -58,6 +62,9 @@ type containerEnv struct {
 	// unread are the envFrom sources the agent could not read: it does not
 	// know which variables they hold.
 	unread []unreadSource
+	// sources are the ConfigMaps and Secrets values were read from, and
+	// the keys read.
+	sources []tunnel.EnvSource
 }
 
 // envGap says why a variable's value is not known.
@@ -106,6 +113,31 @@ type envResolution struct {
 	gaps    map[string]envGap
 	unread  []unreadSource
 	service map[string]string
+	keys    map[envSourceRef]map[string]bool // the keys read, by source
+}
+
+// envSourceRef names a ConfigMap or Secret.
+type envSourceRef struct{ kind, name string }
+
+// used records that key of source kind/name was read.
+func (rs *envResolution) used(kind envSourceKind, name, key string) {
+	ref := envSourceRef{kind.name, name}
+	if rs.keys[ref] == nil {
+		rs.keys[ref] = map[string]bool{}
+	}
+	rs.keys[ref][key] = true
+}
+
+// sources lists the keys read, by kind and name.
+func (rs *envResolution) sources() []tunnel.EnvSource {
+	out := make([]tunnel.EnvSource, 0, len(rs.keys))
+	for ref, keys := range rs.keys {
+		out = append(out, tunnel.EnvSource{Kind: ref.kind, Name: ref.name, Keys: slices.Sorted(maps.Keys(keys))})
+	}
+	slices.SortFunc(out, func(a, b tunnel.EnvSource) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return out
 }
 
 // resolveEnv makes container c's environment in pod p, with serviceEnv the
@@ -116,6 +148,7 @@ func resolveEnv(ctx context.Context, r envReader, p envPod, c *k8sapi.Container,
 	rs := &envResolution{
 		r: r, pod: p, read: map[string]envSourceData{},
 		tmp: map[string]string{}, gaps: map[string]envGap{}, service: serviceEnv,
+		keys: map[envSourceRef]map[string]bool{},
 	}
 	for i, from := range c.EnvFrom {
 		if err := rs.addFrom(ctx, i, from); err != nil {
@@ -147,7 +180,7 @@ func resolveEnv(ctx context.Context, r envReader, p envPod, c *k8sapi.Container,
 	for k, v := range rs.tmp {
 		vars[k] = v
 	}
-	return &containerEnv{vars: vars, gaps: rs.gaps, unread: rs.unread}, nil
+	return &containerEnv{vars: vars, gaps: rs.gaps, unread: rs.unread, sources: rs.sources()}, nil
 }
 
 // source reads a ConfigMap's or Secret's data, once per name.
@@ -204,6 +237,7 @@ func (rs *envResolution) addFrom(ctx context.Context, i int, from k8sapi.EnvFrom
 	}
 	for k, v := range d.data {
 		rs.tmp[from.Prefix+k] = v
+		rs.used(kind, ref.Name, k)
 	}
 	return nil
 }
@@ -258,6 +292,7 @@ func (rs *envResolution) key(ctx context.Context, kind envSourceKind, ref *k8sap
 	case !ok:
 		return "", nil, false, fmt.Errorf("%s has no key %q and the reference is not optional, so the kubelet does not start the container either", what, ref.Key)
 	}
+	rs.used(kind, ref.Name, ref.Key)
 	return v, nil, true, nil
 }
 

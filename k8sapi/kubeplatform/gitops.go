@@ -100,19 +100,17 @@ func argoRemedy(app, name, ns string) string {
 	if app != "" {
 		where = "the Application " + app
 	}
-	return "Tell " + where + " not to compare the two fields plug changes (everything else about the Service keeps being reconciled):\n" +
+	return "Tell " + where + " not to compare spec.selector, the one field a takeover changes (everything else about the Service keeps being reconciled):\n" +
 		`spec:
   ignoreDifferences:
     - group: ""
 ` + serviceRef("      ", name, ns) + `      jsonPointers:
         - /spec/selector
-        - /spec/ports
 ` + "Where plug is used routinely, set it once for every Service in the argocd-cm ConfigMap (namespace argocd):\n" +
 		`data:
   resource.customizations.ignoreDifferences._Service: |
     jsonPointers:
       - /spec/selector
-      - /spec/ports
 ` + "For a one-off, turning Self Heal off also works, but it suspends drift correction for the whole Application."
 }
 
@@ -121,15 +119,15 @@ func fluxRemedy(kind, owner, ownerNS string) string {
 		`metadata:
   annotations:
     kustomize.toolkit.fluxcd.io/reconcile: disabled
-` + "This stops Flux reconciling the whole Service, not only the two fields plug changes."
+` + "This stops Flux reconciling the whole Service, not only spec.selector, the one field a takeover changes."
 }
 
 func fluxHelmRemedy(release, releaseNS, name, ns string) string {
-	return "Flux's helm-controller corrects drift when " + theObject("HelmRelease", release, releaseNS) + " has spec.driftDetection.mode: enabled. Tell it to ignore the two fields plug changes:\n" +
+	return "Flux's helm-controller corrects drift when " + theObject("HelmRelease", release, releaseNS) + " has spec.driftDetection.mode: enabled. Tell it to ignore spec.selector, the one field a takeover changes:\n" +
 		`spec:
   driftDetection:
     ignore:
-      - paths: ["/spec/selector", "/spec/ports"]
+      - paths: ["/spec/selector"]
         target:
 ` + serviceRef("          ", name, ns) + "or put the annotation kustomize.toolkit.fluxcd.io/reconcile: disabled on the Service in the chart."
 }
@@ -141,9 +139,7 @@ func fleetRemedy(bundle, bundleNS, name, ns string) string {
     - apiVersion: v1
 ` + serviceRef("      ", name, ns) + `      operations:
         - op: remove
-          path: /spec/selector
-        - op: remove
-          path: /spec/ports`
+          path: /spec/selector`
 }
 
 // serviceRef is the YAML naming the Service name in namespace ns, each line

@@ -190,6 +190,7 @@ func (p *Platform) sweep(ctx context.Context, boot bool) {
 		if err != nil && !k8sapi.IsNotFound(err) {
 			p.logf("sweep: deleting the leftover endpoint slice %s: %v", s.Metadata.Name, err)
 		} else if err == nil {
+			p.sweeps.slices.Add(1)
 			p.logf("sweep: deleted the leftover endpoint slice %s of %s", s.Metadata.Name, svcName)
 		}
 	}
@@ -208,6 +209,9 @@ func (p *Platform) sweepOne(ctx context.Context, svc *k8sapi.Service, r receipt,
 	err = p.giveBack(ctx, svc, r)
 	if k8sapi.IsConflict(err) {
 		return nil // changed since it was read: the next sweep decides again
+	}
+	if err == nil {
+		p.sweeps.givenBack.Add(1)
 	}
 	return err
 }

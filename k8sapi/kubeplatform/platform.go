@@ -105,6 +105,8 @@ type Platform struct {
 
 	masterEnv map[string]string // Options.MasterServiceEnv
 
+	sweeps sweepCounts // what the sweep did, for PlatformMetrics
+
 	offered    []string // Options.Namespaces
 	deployment string   // Options.Deployment
 	account    string   // Options.ServiceAccount

@@ -129,9 +129,18 @@ func (p *Platform) ServeVolume(ctx context.Context, req tunnel.VolumeRequest) (t
 		return tunnel.Volume{}, p.createError("services", "the helper's Service", err)
 	}
 	pod := plan.pod(name, image, pull, user, password, labels, created.Metadata.UID)
-	if _, err := k8sapi.Resources[map[string]any](p.c, k8sapi.KindPod, p.ns).Create(ctx, &pod); err != nil {
+	if err := helperIdentity(pod); err != nil {
+		p.removeHelper(context.WithoutCancel(ctx), name)
+		return tunnel.Volume{}, err
+	}
+	made, err := k8sapi.Resources[map[string]any](p.c, k8sapi.KindPod, p.ns).Create(ctx, &pod)
+	if err != nil {
 		p.removeHelper(context.WithoutCancel(ctx), name)
 		return tunnel.Volume{}, p.helperRefused(plan, err)
+	}
+	if err := helperIdentity(*made); err != nil { // changed by an admission webhook
+		p.removeHelper(context.WithoutCancel(ctx), name)
+		return tunnel.Volume{}, fmt.Errorf("the cluster changed the volume helper pod as it was created: %w; it was deleted", err)
 	}
 	if err := p.awaitHelper(ctx, name); err != nil {
 		p.removeHelper(context.WithoutCancel(ctx), name)
@@ -425,6 +434,25 @@ func (p *Platform) helperImage(ctx context.Context) (image, pull string, err err
 	return c.Image, c.ImagePullPolicy, nil
 }
 
+// helperServiceAccount is the one ServiceAccount a volume helper pod runs
+// as: the namespace's default, with no token mounted, so that the agent's
+// right to create pods never lends a pod another ServiceAccount's rights.
+const helperServiceAccount = "default"
+
+// helperIdentity refuses a helper pod (as sent, or as the API server
+// stored it) that runs as another ServiceAccount than helperServiceAccount
+// or mounts a token.
+func helperIdentity(pod map[string]any) error {
+	spec, _ := pod["spec"].(map[string]any)
+	account, _ := spec["serviceAccountName"].(string)
+	legacy, _ := spec["serviceAccount"].(string)
+	automount, set := spec["automountServiceAccountToken"].(bool)
+	if account != helperServiceAccount || (legacy != "" && legacy != helperServiceAccount) || !set || automount {
+		return fmt.Errorf("the volume helper pod must run as the ServiceAccount %q with automountServiceAccountToken false, not as %q (token mounted: %v); the agent creates no other", helperServiceAccount, tunnel.PeerText(account+legacy), !set || automount)
+	}
+	return nil
+}
+
 // pod is the helper's pod spec.
 func (plan *helperPlan) pod(name, image, pull, user, password string, labels map[string]string, owner string) map[string]any {
 	if pull == "" {
@@ -462,6 +490,7 @@ func (plan *helperPlan) pod(name, image, pull, user, password string, labels map
 	spec := map[string]any{
 		"restartPolicy":                 "Always",
 		"terminationGracePeriodSeconds": 2,
+		"serviceAccountName":            helperServiceAccount,
 		"automountServiceAccountToken":  false,
 		"enableServiceLinks":            false,
 		"securityContext":               podSC,
@@ -621,6 +650,8 @@ func (p *Platform) sweepVolumes(ctx context.Context, boot bool) {
 		p.logf("sweep: removing the volume helper %s of %s: %s", name, tunnel.PeerText(rc.Workload), why)
 		if err := p.removeHelper(ctx, name); err != nil {
 			p.logf("sweep: %v", err)
+		} else {
+			p.sweeps.helpers.Add(1)
 		}
 	}
 	pods, err := p.c.Pods(p.ns).List(ctx, k8sapi.ListOptions{LabelSelector: LabelVolume})

@@ -3,6 +3,7 @@ package kubeplatform
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -54,6 +55,26 @@ func TestPlanHelper(t *testing.T) {
 	}
 	if strings.Contains(string(raw), `"add"`) {
 		t.Errorf("the helper of a non-root workload adds a capability: %s", raw)
+	}
+	// No ServiceAccount token, and the namespace's default account only.
+	spec := pod["spec"].(map[string]any)
+	if spec["automountServiceAccountToken"] != false || spec["serviceAccountName"] != "default" {
+		t.Errorf("the helper pod's identity: serviceAccountName %v, automountServiceAccountToken %v", spec["serviceAccountName"], spec["automountServiceAccountToken"])
+	}
+	if err := helperIdentity(pod); err != nil {
+		t.Errorf("the helper pod is refused: %v", err)
+	}
+	for _, change := range []func(map[string]any){
+		func(s map[string]any) { s["serviceAccountName"] = "deployer" },
+		func(s map[string]any) { s["serviceAccount"] = "deployer" },
+		func(s map[string]any) { s["automountServiceAccountToken"] = true },
+		func(s map[string]any) { delete(s, "automountServiceAccountToken") },
+	} {
+		changed := maps.Clone(spec)
+		change(changed)
+		if err := helperIdentity(map[string]any{"spec": changed}); err == nil || !strings.Contains(err.Error(), `must run as the ServiceAccount "default" with automountServiceAccountToken false`) {
+			t.Errorf("a helper pod with %v: %v", changed, err)
+		}
 	}
 
 	if plan, err := p.planHelper(context.Background(), w, "ro"); err != nil || !plan.readOnly {

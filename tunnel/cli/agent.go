@@ -27,6 +27,7 @@ import (
 // agentUsage is the usage of plug agent.
 var agentUsage = `Usage: plug agent [--ready]
        plug agent members ... (the operator's side of admission by approval; plug agent members -h)
+       plug agent host-key rotate (a new SSH host key; plug agent host-key -h)
 
 Runs plug's agent: the SSH server in the cluster that developers' plug runs
 connect to. It is configured by its environment:
@@ -43,6 +44,8 @@ connect to. It is configured by its environment:
   PLUG_ADMISSION    open (the default: any key that reaches it gets in) or
                     invite (admission by approval: only the keys a member
                     accepted; plug members)
+  PLUG_METRICS_ADDR host:port of the metrics (Prometheus text format, at
+                    /metrics), e.g. :9090; default none: no metrics
   PLUG_DIAL         address ranges runs may dial beyond the cluster's names,
                     e.g. 10.0.0.0/8,fd00::/8 (default none); an address the
                     agent refuses by default (the node's, the API server's,
@@ -52,6 +55,24 @@ connect to. It is configured by its environment:
   PLUG_ALLOW_SHADOWING  Kubernetes: true lets runs serve the names of the
                     cluster's own Services (kubernetes, kube-dns...), refused
                     by default
+
+On Kubernetes:
+  POD_NAME, POD_NAMESPACE, POD_IP, HOST_IP
+                    the agent's pod and its node's address, from the
+                    downward API (deploy/plug-k8s.yaml sets them)
+  NODE_NAME         the agent's node; unset, it is read from its own pod
+  PLUG_NAMESPACES   other namespaces whose Services runs reach, e.g.
+                    data,messaging (default none), each offered by a Role
+                    plug-names there
+  PLUG_HELPER_IMAGE the image of --volume helpers, default the agent pod's
+  KUBECONFIG        outside a pod only: the kubeconfig, default ~/.kube/config
+
+On Swarm:
+  PLUG_SWARM_TASK   the agent's task, {{.Task.ID}} (deploy/plug-swarm.yml)
+  DOCKER_HOST       the engine's API, default unix:///var/run/docker.sock
+
+The Go runtime's GOMEMLIMIT and GOGC: unset, the agent keeps its garbage
+collector under 90 % of its container's memory limit.
 
 Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_RUNS_PER_KEY          runs open at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.RunsPerKey) + `]
@@ -67,6 +88,12 @@ Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_MEMORY                MiB of data waiting to be carried, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Memory) + `*]
   * or less: lowered to what the agent's open-file limit and memory limit hold
 
+Its log says its SSH host key's fingerprint at start, one line to give
+developers. On Kubernetes the key is kept in the Secret plug-state, shared
+by every replica; when the agent may not read or store it there, it starts
+with a key of its own pod and says so in WARNING lines, with the command
+that makes the key shared again. plug agent host-key rotate replaces it.
+
 It checks its rights in the cluster at boot. Without a right that runs need
 it does not start serving: its log names each missing rule with the command
 that grants it, it refuses every run with the same words, and it answers
@@ -80,8 +107,14 @@ the readiness probe of deploy/plug-k8s.yaml, so that the agent's pod is not
 Ready while it refuses runs for a missing right.
 
 Its log is on standard error; its audit trail (each run opened and how it
-ended, each name served and given back, each key refused, accepted or
-removed) is on standard output, one JSON object per line.
+ended, each name served and given back, each volume, each environment
+read, each key refused, accepted or removed) is on standard output, one
+JSON object per line (schema in deploy/README.md), and appended to
+PLUG_AUDIT_FILE when set:
+
+  PLUG_AUDIT_FILE      a file the audit trail is appended to as well
+  PLUG_AUDIT_FILE_MAX  its bound in bytes: past it the file is renamed
+                       FILE.1 and begun anew [` + strconv.Itoa(tunnel.DefaultAuditFileMax) + `]
 
 SIGTERM or SIGINT stop it; the names it serves are given back first. When
 another agent takes over (a rollout) its runs move there; when every agent
@@ -98,6 +131,11 @@ func runAgent(c *cli, args []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return c.agentMembers(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "host-key" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return c.agentHostKey(ctx, args[1:])
 	}
 	fs := flags("agent")
 	ready := fs.Bool("ready", false, "")
@@ -140,7 +178,7 @@ func newPlatform(ctx context.Context, name string, logf func(string, ...any)) (t
 
 func platformNames() []string {
 	return []string{
-		"kubernetes (a pod of deploy/plug-k8s.yaml, with the downward API's POD_NAME, POD_NAMESPACE and POD_IP)",
+		"kubernetes (a pod of deploy/plug-k8s.yaml, with the downward API's POD_NAME, POD_NAMESPACE, POD_IP and HOST_IP)",
 		"swarm (a Docker Swarm service with the engine's socket, deploy/plug-swarm.yml)",
 		"memory or none (no cluster: names live in the agent's memory, for local tests)",
 	}
@@ -185,6 +223,10 @@ func (c *cli) agent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	audit, err := c.auditSink()
+	if err != nil {
+		return err
+	}
 	addr := listenAddr()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -200,20 +242,64 @@ func (c *cli) agent(ctx context.Context) error {
 		Dial:       dial,
 		ReadyFile:  readyFile(),
 		Logf:       logger.Printf,
-		Audit:      tunnel.AuditJSON(c.stdout),
+		Audit:      audit,
 		Closed:     closed,
 	}
 	if admission != nil {
 		a.Keys = admission
 	}
-	logger.Printf("%s %s listening on %s, host key %s", id, tunnel.Version, l.Addr(), keys.Fingerprint(hostKey.PublicKey()))
+	logger.Printf("%s %s listening on %s", id, tunnel.Version, l.Addr())
+	logger.Print(fingerprintLine(keys.Fingerprint(hostKey.PublicKey()), a.PublicAddr))
 	if closed != "" {
 		logger.Printf("the tunnel is closed (%s): every run is refused, saying so", closed)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := serveMetrics(ctx, a, logger.Printf); err != nil {
+		l.Close()
+		return err
+	}
 	go stopOnSignal(ctx, a, platform, cancel, logger.Printf)
 	return a.Serve(ctx, l)
+}
+
+// serveMetrics serves the agent's metrics on PLUG_METRICS_ADDR, when set,
+// until ctx ends; they count what a's audit trail says, so a.Audit is
+// wrapped. An address it cannot listen on is an error naming it.
+func serveMetrics(ctx context.Context, a *tunnel.Agent, logf func(string, ...any)) error {
+	addr := os.Getenv("PLUG_METRICS_ADDR")
+	if addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("PLUG_METRICS_ADDR=%s: cannot listen there (%v); give a free host:port, e.g. :9090, or unset it", tunnel.PeerText(addr), err)
+	}
+	m := &tunnel.Metrics{}
+	audit := a.Audit
+	a.Audit = func(e tunnel.AuditEvent) {
+		audit(e)
+		m.Observe(e)
+	}
+	logf("metrics at http://%s/metrics", l.Addr())
+	go func() {
+		if err := tunnel.ServeMetrics(ctx, l, a, m); err != nil {
+			logf("metrics: %v", err)
+		}
+	}()
+	return nil
+}
+
+// fingerprintLine is the line of the agent's log an operator copies to
+// give developers: its host key's fingerprint, and the install command
+// that checks it (HOST and PORT when the agent does not know its public
+// address).
+func fingerprintLine(fingerprint, publicAddr string) string {
+	host, port, err := net.SplitHostPort(publicAddr)
+	if err != nil {
+		host, port = "HOST", "PORT"
+	}
+	return fmt.Sprintf("host key fingerprint %s (developers install with: ssh -p %s get@%s install | sh -s -- --fingerprint %s)", fingerprint, port, host, fingerprint)
 }
 
 // stopOnSignal stops the agent at SIGTERM or SIGINT: for good (Stop: the

@@ -146,7 +146,10 @@ func TestDoctorOfAChangedHostKeyAndARefusedKey(t *testing.T) {
 	if code != ExitFailed {
 		t.Errorf("exit %d", code)
 	}
-	expectLines(t, out, "FAIL host key: the agent at 127.0.0.1:", "but the profile pins "+keys.Fingerprint(other), "plug profile add kube")
+	expectLines(t, out, "FAIL host key: the agent at 127.0.0.1:", "but the profile pins "+keys.Fingerprint(other),
+		"the operator gave the agent a new key (plug agent host-key rotate)",
+		"plug profile add kube --host 127.0.0.1 --port ", "--host-key 'ssh-ed25519 AAAA", "' --force",
+		"install | sh -s -- --fingerprint SHA256:")
 }
 
 func freeLoopbackPort(t *testing.T) int {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -187,6 +188,25 @@ func TestKubeEnvFromIsTheContainersEnvironment(t *testing.T) {
 	t.Logf("plug said:\n%s", stderr)
 	want := withoutKept(k.execEnv(t, "deploy/web", "app"))
 	compare(t, "CMD's environment", withoutKept(got), want)
+
+	// The agent's audit trail names the Secret and the keys read, never a
+	// value (deploy/README.md, the audit trail's env.read).
+	clustertest.Eventually(t, clustertest.Settle, "the env.read line in the agent's log", func() error {
+		logs, err := k.TryKubectl("logs", "deploy/plug")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, `"event":"env.read"`) && strings.Contains(line, `"workload":"deployment/web: pod `) &&
+				regexp.MustCompile(`\{"kind":"Secret","name":"app-secrets","keys":\[[^\]]*"DB_PASSWORD"`).MatchString(line) {
+				if strings.Contains(line, "s3cr3t") {
+					t.Errorf("the audit line holds a value: %s", line)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no env.read line naming the Secret app-secrets and its key DB_PASSWORD in:\n%s", logs)
+	})
 	for name, v := range got {
 		if (keepRules{keep: laptopVars}).keeps(name) && os.Getenv(name) != v {
 			t.Errorf("%s=%q is kept from this machine, which has %q", name, v, os.Getenv(name))

@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"plug/keys"
 )
 
 // The host key is made once, kept private, and the same on every start.
@@ -58,5 +63,45 @@ func TestListenAddr(t *testing.T) {
 	t.Setenv("PLUG_ADDR", "127.0.0.1:2200")
 	if got := listenAddr(); got != "127.0.0.1:2200" {
 		t.Errorf("with PLUG_ADDR: %q", got)
+	}
+}
+
+// plug agent host-key rotate (an agent keeping its key in PLUG_STATE_DIR)
+// replaces the key, prints the new one and what developers run; the next
+// start presents it.
+func TestAgentHostKeyRotate(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PLUG_PLATFORM", "memory")
+	t.Setenv("PLUG_STATE_DIR", dir)
+	t.Setenv("PLUG_PUBLIC_ADDR", "plug.example:32222")
+	old, err := loadOrCreateHostKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := plug(t, "agent", "host-key", "rotate")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+	now, err := loadOrCreateHostKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(now.PublicKey().Marshal(), old.PublicKey().Marshal()) {
+		t.Fatal("the host key is the same after rotate")
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(now.PublicKey())))
+	fp := keys.Fingerprint(now.PublicKey())
+	for _, want := range []string{
+		line + "\n",
+		"The agent's host key is now " + fp + " (it was " + keys.Fingerprint(old.PublicKey()) + ")",
+		"plug profile add PROFILE --host plug.example --port 32222 --host-key '" + line + "' --force",
+		"ssh -p 32222 get@plug.example install | sh -s -- --fingerprint " + fp,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rotate does not say %q:\n%s", want, out)
+		}
+	}
+	if code, _, stderr := plug(t, "agent", "host-key", "rotat"); code != ExitUsage || !strings.Contains(stderr, "rotate") {
+		t.Errorf("a misspelt word: exit %d\n%s", code, stderr)
 	}
 }

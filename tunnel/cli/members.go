@@ -207,7 +207,12 @@ func (c *cli) agentMembers(ctx context.Context, args []string) error {
 		return fmt.Errorf("%v; nothing was changed", err)
 	}
 	e := tunnel.AuditMemberChange(change, before)
-	tunnel.AuditJSON(c.stdout)(e)
+	if audit, err := c.operatorAuditSink("/proc/1"); err == nil {
+		audit(e)
+	} else {
+		tunnel.AuditJSON(c.stdout)(e)
+		fmt.Fprintf(c.stderr, "plug: the audit trail: %v\n", err)
+	}
 	fmt.Fprintf(c.stderr, "plug: %s: %s %s\n", op, e.Key, e.User)
 	return nil
 }
