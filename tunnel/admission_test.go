@@ -68,7 +68,7 @@ func TestAdmissionRecordsOnlyProvenKeysAndBoundsWhatStrangersWrite(t *testing.T)
 		a.Logf = func(format string, args ...any) { fmt.Fprintf(&log, format+"\n", args...) }
 	})
 	aliceCfg := tunnel.ClientConfig{Addr: addr, User: "alice", Signer: alice, HostKey: hostKey}
-	clustertest.Until(t, 5*time.Second, "alice let in", func() bool { _, _, err := tunnel.Who(ctx, aliceCfg); return err == nil })
+	clustertest.Until(t, clustertest.Settle, "alice let in", func() bool { _, _, err := tunnel.Who(ctx, aliceCfg); return err == nil })
 	pending := func() []tunnel.Request {
 		l, err := platform.LoadMembers(ctx)
 		if err != nil {
@@ -86,7 +86,7 @@ func TestAdmissionRecordsOnlyProvenKeysAndBoundsWhatStrangersWrite(t *testing.T)
 	if err := dialFrom(ctx, "127.0.0.2", addr, "erin", erin, hostKey); err == nil || !strings.Contains(err.Error(), "ssh: unable to authenticate") {
 		t.Fatalf("erin's proven key: %v", err)
 	}
-	clustertest.Until(t, 5*time.Second, "erin's request pending", func() bool { return len(pending()) > 0 })
+	clustertest.Until(t, clustertest.Settle, "erin's request pending", func() bool { return len(pending()) > 0 })
 	if p := pending(); len(p) != 1 || p[0].Key != keys.Fingerprint(erin.PublicKey()) {
 		t.Errorf("pending after dave's key was offered by mallory and erin proved hers: %+v, want erin's only", p)
 	}
@@ -133,7 +133,7 @@ func TestAdmissionRecordsOnlyProvenKeysAndBoundsWhatStrangersWrite(t *testing.T)
 		t.Fatalf("frank's key from another network: %v", err)
 	}
 	frankFP := keys.Fingerprint(frank.PublicKey())
-	clustertest.Until(t, 10*time.Second, "frank's request pending", func() bool {
+	clustertest.Until(t, clustertest.Settle, "frank's request pending", func() bool {
 		for _, r := range pending() {
 			if r.Key == frankFP {
 				return true

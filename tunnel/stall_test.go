@@ -91,7 +91,7 @@ func TestConnectionsWhoseFarEndDoesNotReadAreEndedPastTheKeysBudget(t *testing.T
 			}
 		}()
 	}
-	clustertest.Eventually(t, 20*time.Second, "the connections past the key's budget to be ended", func() error {
+	clustertest.Eventually(t, clustertest.Settle, "the connections past the key's budget to be ended", func() error {
 		if n := ended.Load(); n < conns-32 {
 			return fmt.Errorf("%d of %d ended", n, conns)
 		}

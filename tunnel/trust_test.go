@@ -425,7 +425,7 @@ func TestAnotherKeyCannotTakeARunByItsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectEcho(t, platformDial(platform, "web:80"), "alice says ")
-	clustertest.Until(t, 10*time.Second, "alice's run in the records", func() bool {
+	clustertest.Until(t, clustertest.Settle, "alice's run in the records", func() bool {
 		recs, _ := platform.Runs(ctx)
 		return len(recs) == 1 && len(recs[0].Names) == 1
 	})

@@ -399,7 +399,7 @@ func TestDeployedTwoReplicasWhoAndEnd(t *testing.T) {
 			// the replica that has not seen the run yet is refused, once
 			// the run's record is there: the run keeps its id for its
 			// own key, which moves on to that replica below.
-			clustertest.Eventually(t, 10*time.Second, "the run's record seen from "+ips[1], func() error {
+			clustertest.Eventually(t, clustertest.Settle, "the run's record seen from "+ips[1], func() error {
 				runs, _, err := tunnel.Who(bg, cfg(1, "admin", admin))
 				if err != nil || len(runs) != 1 {
 					return fmt.Errorf("who: %+v %v", runs, err)
