@@ -12,6 +12,7 @@ type holding struct {
 	parked   string // ID of the parked service, if the name was taken over
 	bindings map[int]tunnel.Binding
 	warned   bool // the developer was told the takeover was reverted
+	awake    bool // its run is away: the parked service is to run meanwhile (away.go)
 }
 
 // addBinding records that this agent serves b through the relay relayID

@@ -64,6 +64,10 @@ type receipt struct {
 	Holder tunnel.Holder `json:"holder"` // the run that holds it
 	Task   string        `json:"task"`   // the holding agent's task ID
 	Parked time.Time     `json:"parked"`
+	// Awake says that plug has put the saved fields back for a while, the
+	// receipt staying: the run holding the name is away, and the service's
+	// tasks answer its callers meanwhile (away.go).
+	Awake bool `json:"awake,omitempty"`
 	// Saved maps the path of each changed spec field ("Mode",
 	// "TaskTemplate/Placement") to its original JSON value; null means the
 	// field was absent.

@@ -108,19 +108,28 @@ func (p *Platform) restore(ctx context.Context, id, relay string) (bool, error) 
 		if !has || r.Relay != relay {
 			return swarmapi.ErrNoUpdate
 		}
-		for path, v := range r.Saved {
-			keys := strings.Split(path, "/")
-			if string(v) == "null" {
-				spec.Delete(keys...)
-			} else if err := spec.Set(v, keys...); err != nil {
-				return err
-			}
+		if err := putBack(spec, r.Saved); err != nil {
+			return err
 		}
 		spec.DeleteLabel(labelReceipt)
 		restored = true
 		return nil
 	})
 	return restored, err
+}
+
+// putBack sets every field of spec a receipt saved (Saved) to its saved
+// value, deleting those that were absent.
+func putBack(spec swarmapi.RawSpec, saved map[string]json.RawMessage) error {
+	for path, v := range saved {
+		keys := strings.Split(path, "/")
+		if string(v) == "null" {
+			spec.Delete(keys...)
+		} else if err := spec.Set(v, keys...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoreOrphans restores what b's run parked for b.Name and whose relay is

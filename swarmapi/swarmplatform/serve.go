@@ -145,6 +145,13 @@ func park(s *swarmapi.Service, spec swarmapi.RawSpec, r receipt) error {
 	if _, has, _ := receiptOf(s); has {
 		return swarmapi.ErrNoUpdate
 	}
+	parkSpec(s, spec, r)
+	return nil
+}
+
+// parkSpec changes spec so the service runs no task, and stores r on it
+// with the value each changed field has now in r.Saved.
+func parkSpec(s *swarmapi.Service, spec swarmapi.RawSpec, r receipt) {
 	r.Saved = map[string]json.RawMessage{}
 	save := func(path ...string) {
 		v, ok := spec.Get(path...)
@@ -166,7 +173,6 @@ func park(s *swarmapi.Service, spec swarmapi.RawSpec, r receipt) error {
 		spec.Set(b, "TaskTemplate", "Placement", "Constraints")
 	}
 	spec.SetLabel(labelReceipt, r.label())
-	return nil
 }
 
 // startRelay creates the relay service of plan and waits until it runs; a
@@ -218,6 +224,11 @@ func (p *Platform) addPort(ctx context.Context, relay *swarmapi.Service, b tunne
 	p.addBinding(b, relay.ID, plan.Parked)
 	if plan.Parked != "" {
 		p.noteDeployed(b.Name, plan.Parked)
+		// The run may come back through this agent from another, which
+		// woke the service while it was away.
+		if err := p.applyAwake(ctx, b.Name, plan.Parked, false); err != nil {
+			p.opts.Logf("%s: %v", b.Name, err)
+		}
 	}
 	return tunnel.Served{TookOver: plan.Parked != "", Detail: fmt.Sprintf("%s:%d reaches this session on %s", b.Name, b.Port, p.networkNames())}, nil
 }
