@@ -19,12 +19,12 @@ import (
 // the sweep, which gives it back once its heartbeat, no longer renewed,
 // is stale.
 func (p *Platform) Release(ctx context.Context, b tunnel.Binding) error {
-	if checkBinding(b) != nil || b.UDP {
-		return nil // never served: Serve refuses a UDP port
+	if checkBinding(b) != nil {
+		return nil // never served
 	}
 	defer p.lockName(b.Name)()
 	if err := p.release(ctx, b); err != nil {
-		p.dropBinding(b.Name, b.Port)
+		p.dropBinding(b)
 		return fmt.Errorf("giving %s back: %w; any agent's sweep gives it back once its heartbeat is %s old", b.Name, err, p.opts.Stale)
 	}
 	return nil
@@ -44,7 +44,7 @@ func (p *Platform) release(ctx context.Context, b tunnel.Binding) error {
 		return nil
 	}
 	ports := parsePorts(relay.Spec.Labels[labelPorts])
-	delete(ports, b.Port)
+	delete(ports, portOf(b))
 	if len(ports) > 0 {
 		return p.dropPort(ctx, relay, b, ports)
 	}
@@ -53,14 +53,14 @@ func (p *Platform) release(ctx context.Context, b tunnel.Binding) error {
 }
 
 // dropPort leaves the relay forwarding ports only.
-func (p *Platform) dropPort(ctx context.Context, relay *swarmapi.Service, b tunnel.Binding, ports map[int]int) error {
+func (p *Platform) dropPort(ctx context.Context, relay *swarmapi.Service, b tunnel.Binding, ports map[relayPort]int) error {
 	args, _ := json.Marshal(p.relayArgs(ports))
 	err := p.opts.Client.UpdateService(ctx, relay.ID, func(_ *swarmapi.Service, spec swarmapi.RawSpec) error {
 		spec.SetLabel(labelPorts, formatPorts(ports))
 		return spec.Set(args, "TaskTemplate", "ContainerSpec", "Args")
 	})
 	if err == nil {
-		p.dropBinding(b.Name, b.Port)
+		p.dropBinding(b)
 	}
 	return err
 }
