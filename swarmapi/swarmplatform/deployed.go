@@ -13,8 +13,8 @@ import (
 )
 
 // The running tasks of a service this agent took over answer the callers
-// a run cannot take (tunnel.DeployedDialer), as long as they run: before
-// the takeover has parked the service, while the run is away (away.go
+// a run cannot take (tunnel.DeployedDialer), as long as they run: until
+// the tasks a takeover parks have stopped, while the run is away (away.go
 // wakes the service, and a caller waits for its first task), and once a
 // give-back has restored it, until its relay is gone. While the run is
 // there but its process does not answer, the parked service runs no task,
@@ -142,7 +142,10 @@ func (d *deployedSet) refresh(ctx context.Context, p *Platform) error {
 		d.mu.Unlock()
 	}()
 	asked := time.Now()
-	tasks, err := p.opts.Client.Tasks(ctx, map[string][]string{"service": {d.service}, "desired-state": {"running"}})
+	// A task being stopped (a takeover has just parked its service) is
+	// taken while it runs: the engine no longer names it in DNS, but it
+	// still answers for the moment before it is stopped.
+	tasks, err := p.opts.Client.Tasks(ctx, map[string][]string{"service": {d.service}})
 	if err != nil {
 		return fmt.Errorf("listing the tasks of the deployed service: %w", err)
 	}

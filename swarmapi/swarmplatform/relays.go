@@ -37,11 +37,11 @@ func (p *Platform) relayFor(ctx context.Context, name string) (*swarmapi.Service
 
 // relayPlan is what a relay service is made from.
 type relayPlan struct {
-	Name     string      // the served name
-	Service  string      // the relay service's own name
-	Parked   string      // ID of the service parked for it, if any
-	Aliases  []string    // the names it takes on each of its networks
-	Networks []string    // IDs of networks to join beyond the agent's
+	Name     string            // the served name
+	Service  string            // the relay service's own name
+	Parked   string            // ID of the service parked for it, if any
+	Aliases  []string          // the names it takes on each of its networks
+	Networks []string          // IDs of networks to join beyond the agent's
 	Ports    map[relayPort]int // cluster port → the agent's target port
 	Lease    lease
 }
