@@ -52,7 +52,7 @@ func (p *Platform) UpdateAgent(ctx context.Context, req tunnel.AgentUpdateReques
 		return r, fmt.Errorf("%s gives its containers the hostname %s, by which plug could not tell the new agent when it answers; move it by hand: docker service update --image %s --update-failure-action rollback %s", r.Workload, svc.Spec.TaskTemplate.ContainerSpec.Hostname, req.Image, svc.Spec.Name)
 	case imageName(r.From) == imageName(req.Image):
 		return r, fmt.Errorf("%s runs image %s already", r.Workload, req.Image)
-	case slices.ContainsFunc(svc.Endpoint.Ports, func(pc swarmapi.PortConfig) bool { return pc.PublishMode == "host" }):
+	case svc.Spec.EndpointSpec != nil && slices.ContainsFunc(svc.Spec.EndpointSpec.Ports, func(pc swarmapi.PortConfig) bool { return pc.PublishMode == "host" }):
 		return r, fmt.Errorf("%s publishes its port in host mode, so its next task cannot start on this node beside this agent, which, stopped first, could neither follow the update nor undo one that fails; move it by hand: docker service update --image %s --update-failure-action rollback %s", r.Workload, req.Image, svc.Spec.Name)
 	}
 	note := map[string]any{"from": r.From, "to": req.Image, "by": req.By, "at": time.Now().UTC().Format(time.RFC3339)}
