@@ -68,6 +68,9 @@ type ContainerSpec struct {
 	Env     []string          `json:",omitempty"`
 	User    string            `json:",omitempty"`
 	Sysctls map[string]string `json:",omitempty"`
+	// Hostname is the containers' hostname; "" leaves the swarm's, the
+	// container ID's first 12 characters.
+	Hostname string `json:",omitempty"`
 	// StopGracePeriod is in nanoseconds.
 	StopGracePeriod int64 `json:",omitempty"`
 }

@@ -144,7 +144,7 @@ func (dc *devConn) answerAgentUpdate(m agentUpdateMsg) {
 		refuse("only a key that oversees this agent moves its image (with admission by approval a member, with open admission an admin the operator named: deploy/README.md, Who may do what); nothing was changed")
 		return
 	case !ok:
-		refuse("the agent on %s cannot move its own image; move it the way it was deployed (on Swarm: docker service update --image IMAGE SERVICE, then plug doctor names the rights the new agent lacks); nothing was changed", a.platformName())
+		refuse("the agent on %s cannot move its own image; move it the way it was deployed, then plug doctor names the rights the new agent lacks; nothing was changed", a.platformName())
 		return
 	}
 	if err := CheckImage(m.Image); err != nil {

@@ -137,7 +137,7 @@ func TestAgentUpdateRefusedWhereThePlatformCannot(t *testing.T) {
 		a.Keys = tunneltest.Overseers{keys.Fingerprint(admin.PublicKey())}
 	})
 	_, err := tunnel.UpdateAgent(ctxFor(t, 20*time.Second), tunnel.ClientConfig{Addr: addr, User: "admin", Signer: admin, HostKey: hostKey}, "plug:2", 0, nil)
-	if err == nil || !strings.Contains(err.Error(), "cannot move its own image") || !strings.Contains(err.Error(), "docker service update --image IMAGE SERVICE") {
+	if err == nil || !strings.Contains(err.Error(), "cannot move its own image") || !strings.Contains(err.Error(), "move it the way it was deployed") {
 		t.Fatalf("UpdateAgent on a platform that cannot: %v", err)
 	}
 }

@@ -261,7 +261,7 @@ type VolumeServer interface {
 
 // AgentUpdater is a Platform that can move the agent's own workload to
 // another image (plug update --agent): kubeplatform, the agent's
-// Deployment. The agent asks it only for a key that oversees it (Keys),
+// Deployment; swarmplatform, the agent's service. The agent asks it only for a key that oversees it (Keys),
 // with an image CheckImage accepted, and audits the request and its
 // outcome. It never changes the agent's rights (the Role): the new agent's
 // missing rules are for plug doctor to name.

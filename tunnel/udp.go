@@ -103,30 +103,8 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, MaxDatagram)
-		for {
-			conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
-			n, err := conn.Read(buf)
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				if time.Since(time.Unix(0, last.Load())) < DatagramIdle {
-					continue
-				}
-				stop(nil)
-				return
-			case errors.Is(err, syscall.ECONNREFUSED):
-				continue // an ICMP port unreachable: a datagram was lost, the flow goes on
-			case err != nil:
-				stop(nil)
-				return
-			}
-			last.Store(time.Now().UnixNano())
-			if writeDatagram(ch, buf[:n]) != nil {
-				stop(nil)
-				return
-			}
-		}
+		pumpDatagrams(conn, &last, func(b []byte) error { return writeDatagram(ch, b) })
+		stop(nil)
 	}()
 	buf := make([]byte, MaxDatagram)
 	for {
@@ -143,4 +121,53 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 	}
 	<-done
 	return bad
+}
+
+// PairDatagrams carries the datagrams of a to b and those of b to a, both
+// datagram sockets (each Write one datagram, each Read one), until either
+// fails or nothing has crossed either way for DatagramIdle. Both are
+// closed when it returns.
+func PairDatagrams(a, b net.Conn) {
+	var last atomic.Int64 // unix nanoseconds of the latest datagram
+	last.Store(time.Now().UnixNano())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pumpDatagrams(a, &last, func(d []byte) error { _, err := b.Write(d); return err })
+		b.Close()
+		a.Close()
+	}()
+	pumpDatagrams(b, &last, func(d []byte) error { _, err := a.Write(d); return err })
+	a.Close()
+	b.Close()
+	<-done
+}
+
+// pumpDatagrams reads the datagrams of conn and hands each to write, until
+// conn or write fails, or nothing has crossed either way for DatagramIdle:
+// last is when the latest datagram crossed, which pumpDatagrams sets and
+// whoever carries the other way sets too. An ICMP port unreachable, which
+// loses a datagram, ends nothing.
+func pumpDatagrams(conn net.Conn, last *atomic.Int64, write func([]byte) error) {
+	buf := make([]byte, MaxDatagram)
+	for {
+		conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
+		n, err := conn.Read(buf)
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			if time.Since(time.Unix(0, last.Load())) < DatagramIdle {
+				continue
+			}
+			return
+		case errors.Is(err, syscall.ECONNREFUSED):
+			continue
+		case err != nil:
+			return
+		}
+		last.Store(time.Now().UnixNano())
+		if write(buf[:n]) != nil {
+			return
+		}
+	}
 }

@@ -13,16 +13,17 @@ import (
 )
 
 // The running tasks of a service this agent took over answer the callers
-// a run cannot take (tunnel.DeployedDialer), as long as they run: before
-// the takeover has parked the service, and once a give-back has restored
-// it, until its relay is gone. A parked service runs no task, so while a
-// run is away the callers of a name it took over are refused: the engine
-// stops a parked task, and starting it again takes seconds.
+// a run cannot take (tunnel.DeployedDialer), as long as they run: until
+// the tasks a takeover parks have stopped, while the run is away (away.go
+// wakes the service, and a caller waits for its first task), and once a
+// give-back has restored it, until its relay is gone. While the run is
+// there but its process does not answer, the parked service runs no task,
+// and such a caller is refused.
 
 const (
 	// deployedFresh is how old this agent's list of a service's running
 	// tasks may be when a caller needs one; an older one is read again.
-	deployedFresh = time.Second
+	deployedFresh = 250 * time.Millisecond
 )
 
 // deployedSet is the service a name was taken over from, and the addresses
@@ -44,7 +45,8 @@ var _ tunnel.DeployedDialer = (*Platform)(nil)
 // DialDeployed connects to a running task of the service b.Name was taken
 // over from, on b.Port (the port callers use is the task's own on an
 // overlay network); see tunnel.DeployedDialer. It fails when the service
-// is parked: it runs no task.
+// is parked, for it runs no task, but while it is woken (its run is away)
+// it waits up to wakeWait for a task to run.
 func (p *Platform) DialDeployed(ctx context.Context, b tunnel.Binding) (net.Conn, error) {
 	p.mu.Lock()
 	d := p.takenFrom[b.Name]
@@ -53,6 +55,9 @@ func (p *Platform) DialDeployed(ctx context.Context, b tunnel.Binding) (net.Conn
 		return nil, fmt.Errorf("%s is a name this run added: no deployed service answers it", b.Name)
 	}
 	ips, err := d.current(ctx, p)
+	if err == nil && len(ips) == 0 && p.awake(b.Name) {
+		ips, err = d.await(ctx, p)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +121,17 @@ func (d *deployedSet) current(ctx context.Context, p *Platform) ([]netip.Addr, e
 	return d.ips, err
 }
 
+// await waits up to wakeWait for the service to run a task, reading its
+// tasks as current does, and returns their addresses.
+func (d *deployedSet) await(ctx context.Context, p *Platform) ([]netip.Addr, error) {
+	var ips []netip.Addr
+	err := poll(ctx, wakeWait, func() (done bool, err error) {
+		ips, err = d.current(ctx, p)
+		return len(ips) > 0, err
+	})
+	return ips, err
+}
+
 // refresh lists the service's running tasks again; a failed list keeps the
 // older one. A background read and a give-back's may overlap: the list
 // asked for last is kept.
@@ -126,7 +142,10 @@ func (d *deployedSet) refresh(ctx context.Context, p *Platform) error {
 		d.mu.Unlock()
 	}()
 	asked := time.Now()
-	tasks, err := p.opts.Client.Tasks(ctx, map[string][]string{"service": {d.service}, "desired-state": {"running"}})
+	// A task being stopped (a takeover has just parked its service) is
+	// taken while it runs: the engine no longer names it in DNS, but it
+	// still answers for the moment before it is stopped.
+	tasks, err := p.opts.Client.Tasks(ctx, map[string][]string{"service": {d.service}})
 	if err != nil {
 		return fmt.Errorf("listing the tasks of the deployed service: %w", err)
 	}

@@ -4,8 +4,6 @@ package swarmplatform
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"plug/tunnel"
 	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
@@ -26,11 +22,13 @@ import (
 // Make before break on the local swarm, measured: a caller service calls
 // the taken-over name every 50 ms on new connections and on one kept alive
 // (testdata/workload call) while the name changes hands. Each phase runs
-// PLUG_TEST_REPS times (default 1). What the engine makes unavoidable is
-// reported, not failed: a parked service's tasks are stopped (and the
-// engine's DNS goes on naming a stopped task for a moment), so callers see
-// errors while the deployed service is parked under a run that does not
-// answer: while the run is away, and at the takeover.
+// PLUG_TEST_REPS times (default 1). While the run is away the deployed
+// service answers (its tasks started again). What the engine makes
+// unavoidable is reported, not failed: a parked service's tasks are
+// stopped (the engine's DNS goes on naming a stopping task for a moment),
+// so a few callers fail at the takeover, and starting them again when the
+// run goes away takes a second or two, which the first callers meanwhile
+// wait for.
 
 // startCaller starts a service running `workload call` on url and
 // returns it.
@@ -48,19 +46,6 @@ func (s *testSwarm) startCaller(t *testing.T, url string) clustertest.Caller {
 		out, err := exec.Command(s.docker, "logs", "--since", since.UTC().Format(time.RFC3339), container).Output()
 		return string(out), err
 	}}
-}
-
-// refused waits until a request on a new connection sent after t0 fails.
-func refused(t *testing.T, c clustertest.Caller, t0 time.Time, within time.Duration) {
-	t.Helper()
-	clustertest.Eventually(t, within, "a caller refused", func() error {
-		for _, l := range c.Since(t, t0) {
-			if l.Stream == "new" && !l.OK {
-				return nil
-			}
-		}
-		return fmt.Errorf("no failure since %s", t0.Format("15:04:05.000"))
-	})
 }
 
 func repetitions() int {
@@ -112,23 +97,9 @@ func TestSwarmCallersWhenANameChangesHands(t *testing.T) {
 
 	agentAddr, hostKey := s.deployAgent(t, image)
 	proxy := tunneltest.NewProxy(t, agentAddr)
-	connect := func(t *testing.T) *tunnel.Session {
-		t.Helper()
-		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		signer, _ := ssh.NewSignerFromKey(priv)
-		// After the agent's update, its new task answers once it has started.
-		var sess *tunnel.Session
-		clustertest.Eventually(t, time.Minute, "a session with the agent", func() (err error) {
-			sess, err = tunnel.Connect(context.Background(), tunnel.ClientConfig{Addr: proxy.Addr(), User: "dev", Signer: signer, HostKey: hostKey,
-				Run: tunnel.RunInfo{Serves: true}, Events: func(e tunnel.Event) { t.Logf("run: %s: %s", e.Kind, e.Text) }})
-			return err
-		})
-		t.Cleanup(func() { sess.Close() })
-		return sess
-	}
 	takeOver := func(t *testing.T, who string) (*tunnel.Session, time.Time) {
 		t.Helper()
-		sess := connect(t)
+		sess := connectRun(t, proxy.Addr(), hostKey)
 		ls := newLaterServer(t)
 		start := time.Now()
 		if _, err := sess.Serve(context.Background(), name, 8080, ls.addr); err != nil {
@@ -189,6 +160,11 @@ func TestSwarmCallersWhenANameChangesHands(t *testing.T) {
 		}
 		report(t, "sent before the kill", inFlight)
 		report(t, "kill -9, grace, give-back", sum)
+		// The parked service answers while the run is away: only the
+		// callers of the moment its first task starts may fail.
+		if sum.NewFailed*20 > sum.NewOK+sum.NewFailed {
+			t.Errorf("%d of %d callers failed during the grace: the parked service does not answer while the run is away", sum.NewFailed, sum.NewOK+sum.NewFailed)
+		}
 	})
 
 	t.Run("dropped, re-attached within the grace", func(t *testing.T) {
@@ -198,7 +174,7 @@ func TestSwarmCallersWhenANameChangesHands(t *testing.T) {
 			sess, start := takeOver(t, who)
 			proxy.Retarget("127.0.0.1:1")
 			proxy.Cut()
-			refused(t, c, time.Now(), 30*time.Second) // away: the parked service runs no task
+			c.Await(t, "deployed", time.Now(), 30*time.Second) // away: the parked service runs again
 			proxy.Retarget(agentAddr)
 			c.Await(t, who, time.Now(), 30*time.Second)
 			sess.Close()

@@ -10,8 +10,9 @@ import (
 type holding struct {
 	relayID  string
 	parked   string // ID of the parked service, if the name was taken over
-	bindings map[int]tunnel.Binding
+	bindings map[relayPort]tunnel.Binding
 	warned   bool // the developer was told the takeover was reverted
+	awake    bool // its run is away: the parked service is to run meanwhile (away.go)
 }
 
 // addBinding records that this agent serves b through the relay relayID
@@ -21,21 +22,21 @@ func (p *Platform) addBinding(b tunnel.Binding, relayID, parked string) {
 	defer p.mu.Unlock()
 	h := p.held[b.Name]
 	if h == nil || h.relayID != relayID {
-		h = &holding{relayID: relayID, parked: parked, bindings: map[int]tunnel.Binding{}}
+		h = &holding{relayID: relayID, parked: parked, bindings: map[relayPort]tunnel.Binding{}}
 		p.held[b.Name] = h
 	}
-	h.bindings[b.Port] = b
+	h.bindings[portOf(b)] = b
 }
 
-// dropBinding forgets one port of a name this agent serves, and the name
+// dropBinding forgets b's port of a name this agent serves, and the name
 // when that was its last port.
-func (p *Platform) dropBinding(name string, port int) {
+func (p *Platform) dropBinding(b tunnel.Binding) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if h := p.held[name]; h != nil {
-		delete(h.bindings, port)
+	if h := p.held[b.Name]; h != nil {
+		delete(h.bindings, portOf(b))
 		if len(h.bindings) == 0 {
-			delete(p.held, name)
+			delete(p.held, b.Name)
 		}
 	}
 }

@@ -98,14 +98,14 @@ func holdsAll(l lease, h holding) bool {
 }
 
 // unparked reports whether the service id no longer carries plug's receipt
-// or runs tasks again.
+// or runs tasks again, but for plug's own waking of it (away.go).
 func (p *Platform) unparked(ctx context.Context, id string) bool {
 	s, err := p.opts.Client.Service(ctx, id)
 	if err != nil {
 		return swarmapi.IsNotFound(err)
 	}
-	if _, has, _ := receiptOf(s); !has {
-		return true
+	if r, has, _ := receiptOf(s); !has || r.Awake {
+		return !has // a woken service runs for plug (away.go)
 	}
 	if r := s.Spec.Mode.Replicated; r != nil {
 		return r.Replicas != nil && *r.Replicas > 0

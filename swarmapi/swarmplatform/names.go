@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -98,7 +97,13 @@ func (p *Platform) Names(ctx context.Context) ([]tunnel.ClusterName, error) {
 			// A takeover's relay answers to the parked service's names, not
 			// to its own plug-NAME.
 			forms = append(slices.DeleteFunc(forms, func(f string) bool { return f == s.Spec.Name }), served)
-			ports.tcp = slices.Sorted(maps.Keys(parsePorts(s.Spec.Labels[labelPorts])))
+			for port := range parsePorts(s.Spec.Labels[labelPorts]) {
+				if port.UDP {
+					ports.udp = append(ports.udp, port.Port)
+				} else {
+					ports.tcp = append(ports.tcp, port.Port)
+				}
+			}
 		} else {
 			ports = p.servicePorts(ctx, s, images)
 		}

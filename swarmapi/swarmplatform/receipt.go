@@ -64,6 +64,10 @@ type receipt struct {
 	Holder tunnel.Holder `json:"holder"` // the run that holds it
 	Task   string        `json:"task"`   // the holding agent's task ID
 	Parked time.Time     `json:"parked"`
+	// Awake says that plug has put the saved fields back for a while, the
+	// receipt staying: the run holding the name is away, and the service's
+	// tasks answer its callers meanwhile (away.go).
+	Awake bool `json:"awake,omitempty"`
 	// Saved maps the path of each changed spec field ("Mode",
 	// "TaskTemplate/Placement") to its original JSON value; null means the
 	// field was absent.
@@ -88,24 +92,58 @@ func (r receipt) label() string {
 	return string(b)
 }
 
-// formatPorts writes a relay's port map as its plug.dev/ports label.
-func formatPorts(ports map[int]int) string {
+// relayPort is a port a relay forwards: a TCP port, or a UDP one.
+type relayPort struct {
+	Port int
+	UDP  bool
+}
+
+// portOf is the port b asks to serve.
+func portOf(b tunnel.Binding) relayPort { return relayPort{Port: b.Port, UDP: b.UDP} }
+
+// String is the port as the plug.dev/ports label writes it: "8080", or
+// "53/udp".
+func (rp relayPort) String() string {
+	if rp.UDP {
+		return strconv.Itoa(rp.Port) + "/udp"
+	}
+	return strconv.Itoa(rp.Port)
+}
+
+// sortedPorts are the keys of ports, TCP first, each by number.
+func sortedPorts(ports map[relayPort]int) []relayPort {
+	return slices.SortedFunc(maps.Keys(ports), func(a, b relayPort) int {
+		if a.UDP != b.UDP {
+			if a.UDP {
+				return 1
+			}
+			return -1
+		}
+		return a.Port - b.Port
+	})
+}
+
+// formatPorts writes a relay's port map as its plug.dev/ports label,
+// "8080:40001,53/udp:40002": each port callers use, and the agent's port
+// it goes to.
+func formatPorts(ports map[relayPort]int) string {
 	parts := make([]string, 0, len(ports))
-	for _, port := range slices.Sorted(maps.Keys(ports)) {
-		parts = append(parts, fmt.Sprintf("%d:%d", port, ports[port]))
+	for _, port := range sortedPorts(ports) {
+		parts = append(parts, fmt.Sprintf("%s:%d", port, ports[port]))
 	}
 	return strings.Join(parts, ",")
 }
 
 // parsePorts reads a plug.dev/ports label; entries that do not parse are left out.
-func parsePorts(s string) map[int]int {
-	ports := map[int]int{}
+func parsePorts(s string) map[relayPort]int {
+	ports := map[relayPort]int{}
 	for _, part := range strings.Split(s, ",") {
 		a, b, ok := strings.Cut(part, ":")
-		port, errA := strconv.Atoi(a)
+		num, udp := strings.CutSuffix(a, "/udp")
+		port, errA := strconv.Atoi(num)
 		target, errB := strconv.Atoi(b)
 		if ok && errA == nil && errB == nil {
-			ports[port] = target
+			ports[relayPort{Port: port, UDP: udp}] = target
 		}
 	}
 	return ports

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -38,12 +37,12 @@ func (p *Platform) relayFor(ctx context.Context, name string) (*swarmapi.Service
 
 // relayPlan is what a relay service is made from.
 type relayPlan struct {
-	Name     string      // the served name
-	Service  string      // the relay service's own name
-	Parked   string      // ID of the service parked for it, if any
-	Aliases  []string    // the names it takes on each of its networks
-	Networks []string    // IDs of networks to join beyond the agent's
-	Ports    map[int]int // cluster port → the agent's target port
+	Name     string            // the served name
+	Service  string            // the relay service's own name
+	Parked   string            // ID of the service parked for it, if any
+	Aliases  []string          // the names it takes on each of its networks
+	Networks []string          // IDs of networks to join beyond the agent's
+	Ports    map[relayPort]int // cluster port → the agent's target port
 	Lease    lease
 }
 
@@ -85,13 +84,14 @@ func (p *Platform) relaySpec(plan relayPlan) swarmapi.ServiceSpec {
 }
 
 // relayArgs is the relay's command line: each cluster port to the agent's
-// target port, at the agent's address.
-func (p *Platform) relayArgs(ports map[int]int) []string {
+// target port, at the agent's address, a UDP one to the agent's UDP port.
+func (p *Platform) relayArgs(ports map[relayPort]int) []string {
 	var routes []relay.Route
-	for _, port := range slices.Sorted(maps.Keys(ports)) {
+	for _, port := range sortedPorts(ports) {
 		routes = append(routes, relay.Route{
-			Listen: ":" + strconv.Itoa(port),
+			Listen: ":" + strconv.Itoa(port.Port),
 			To:     net.JoinHostPort(p.opts.Address, strconv.Itoa(ports[port])),
+			UDP:    port.UDP,
 		})
 	}
 	return relay.Args(routes)

@@ -19,12 +19,12 @@ import (
 // the sweep, which gives it back once its heartbeat, no longer renewed,
 // is stale.
 func (p *Platform) Release(ctx context.Context, b tunnel.Binding) error {
-	if checkBinding(b) != nil || b.UDP {
-		return nil // never served: Serve refuses a UDP port
+	if checkBinding(b) != nil {
+		return nil // never served
 	}
 	defer p.lockName(b.Name)()
 	if err := p.release(ctx, b); err != nil {
-		p.dropBinding(b.Name, b.Port)
+		p.dropBinding(b)
 		return fmt.Errorf("giving %s back: %w; any agent's sweep gives it back once its heartbeat is %s old", b.Name, err, p.opts.Stale)
 	}
 	return nil
@@ -44,7 +44,7 @@ func (p *Platform) release(ctx context.Context, b tunnel.Binding) error {
 		return nil
 	}
 	ports := parsePorts(relay.Spec.Labels[labelPorts])
-	delete(ports, b.Port)
+	delete(ports, portOf(b))
 	if len(ports) > 0 {
 		return p.dropPort(ctx, relay, b, ports)
 	}
@@ -53,14 +53,14 @@ func (p *Platform) release(ctx context.Context, b tunnel.Binding) error {
 }
 
 // dropPort leaves the relay forwarding ports only.
-func (p *Platform) dropPort(ctx context.Context, relay *swarmapi.Service, b tunnel.Binding, ports map[int]int) error {
+func (p *Platform) dropPort(ctx context.Context, relay *swarmapi.Service, b tunnel.Binding, ports map[relayPort]int) error {
 	args, _ := json.Marshal(p.relayArgs(ports))
 	err := p.opts.Client.UpdateService(ctx, relay.ID, func(_ *swarmapi.Service, spec swarmapi.RawSpec) error {
 		spec.SetLabel(labelPorts, formatPorts(ports))
 		return spec.Set(args, "TaskTemplate", "ContainerSpec", "Args")
 	})
 	if err == nil {
-		p.dropBinding(b.Name, b.Port)
+		p.dropBinding(b)
 	}
 	return err
 }
@@ -108,19 +108,28 @@ func (p *Platform) restore(ctx context.Context, id, relay string) (bool, error) 
 		if !has || r.Relay != relay {
 			return swarmapi.ErrNoUpdate
 		}
-		for path, v := range r.Saved {
-			keys := strings.Split(path, "/")
-			if string(v) == "null" {
-				spec.Delete(keys...)
-			} else if err := spec.Set(v, keys...); err != nil {
-				return err
-			}
+		if err := putBack(spec, r.Saved); err != nil {
+			return err
 		}
 		spec.DeleteLabel(labelReceipt)
 		restored = true
 		return nil
 	})
 	return restored, err
+}
+
+// putBack sets every field of spec a receipt saved (Saved) to its saved
+// value, deleting those that were absent.
+func putBack(spec swarmapi.RawSpec, saved map[string]json.RawMessage) error {
+	for path, v := range saved {
+		keys := strings.Split(path, "/")
+		if string(v) == "null" {
+			spec.Delete(keys...)
+		} else if err := spec.Set(v, keys...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoreOrphans restores what b's run parked for b.Name and whose relay is

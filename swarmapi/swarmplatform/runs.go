@@ -41,8 +41,11 @@ func (p *Platform) runConfigs(ctx context.Context, more ...string) ([]swarmapi.C
 	return cfgs, nil
 }
 
-// PutRun writes rec as the config of rec.Run on this agent.
+// PutRun writes rec as the config of rec.Run on this agent. When rec says
+// the run went away, or came back, the services parked for its names are
+// woken, or parked again (away.go).
 func (p *Platform) PutRun(ctx context.Context, rec tunnel.RunRecord) error {
+	p.noteAway(ctx, rec)
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return err

@@ -29,11 +29,6 @@ func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, 
 	if err := checkBinding(b); err != nil {
 		return tunnel.Served{}, err
 	}
-	if b.UDP {
-		// The relay that answers a name on the overlay network forwards
-		// TCP only.
-		return tunnel.Served{}, tunnel.Refused(b.Name, "no UDP port is served on Swarm: the relay that answers %s on the overlay network carries TCP only; serve a TCP port (-s %s:%d:LOCALPORT), or serve the UDP port on Kubernetes", b.Name, b.Name, b.Port)
-	}
 	if p.opts.Address == "" || len(p.opts.Networks) == 0 {
 		return tunnel.Served{}, tunnel.Refused(b.Name, "this agent is on no overlay network, so it cannot put %s on one: attach it to the application's network (docker service update --network-add NETWORK plug_agent)", b.Name)
 	}
@@ -72,7 +67,7 @@ func (p *Platform) newLease(b tunnel.Binding) lease {
 
 // serveNew creates the relay service named b.Name.
 func (p *Platform) serveNew(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
-	plan := relayPlan{Name: b.Name, Service: b.Name, Ports: map[int]int{b.Port: b.Target}, Lease: p.newLease(b)}
+	plan := relayPlan{Name: b.Name, Service: b.Name, Ports: map[relayPort]int{portOf(b): b.Target}, Lease: p.newLease(b)}
 	id, err := p.startRelay(ctx, plan)
 	if swarmapi.IsConflict(err) {
 		// Another agent created it between our look and our create.
@@ -105,7 +100,7 @@ func (p *Platform) takeOver(ctx context.Context, svc *swarmapi.Service, b tunnel
 	plan := relayPlan{
 		Name: b.Name, Service: r.Relay, Parked: svc.ID,
 		Aliases: answersTo(svc, b.Name), Networks: p.attachedNetworks(ctx, svc),
-		Ports: map[int]int{b.Port: b.Target}, Lease: p.newLease(b),
+		Ports: map[relayPort]int{portOf(b): b.Target}, Lease: p.newLease(b),
 	}
 	id, err := p.startRelay(ctx, plan)
 	if err != nil {
@@ -145,6 +140,13 @@ func park(s *swarmapi.Service, spec swarmapi.RawSpec, r receipt) error {
 	if _, has, _ := receiptOf(s); has {
 		return swarmapi.ErrNoUpdate
 	}
+	parkSpec(s, spec, r)
+	return nil
+}
+
+// parkSpec changes spec so the service runs no task, and stores r on it
+// with the value each changed field has now in r.Saved.
+func parkSpec(s *swarmapi.Service, spec swarmapi.RawSpec, r receipt) {
 	r.Saved = map[string]json.RawMessage{}
 	save := func(path ...string) {
 		v, ok := spec.Get(path...)
@@ -166,7 +168,6 @@ func park(s *swarmapi.Service, spec swarmapi.RawSpec, r receipt) error {
 		spec.Set(b, "TaskTemplate", "Placement", "Constraints")
 	}
 	spec.SetLabel(labelReceipt, r.label())
-	return nil
 }
 
 // startRelay creates the relay service of plan and waits until it runs; a
@@ -196,7 +197,7 @@ func (p *Platform) startRelay(ctx context.Context, plan relayPlan) (string, erro
 // pointing it (and its lease) at this agent.
 func (p *Platform) addPort(ctx context.Context, relay *swarmapi.Service, b tunnel.Binding) (tunnel.Served, error) {
 	ports := parsePorts(relay.Spec.Labels[labelPorts])
-	ports[b.Port] = b.Target
+	ports[portOf(b)] = b.Target
 	plan := relayPlan{Name: b.Name, Service: relay.Spec.Name, Parked: relay.Spec.Labels[labelParked], Ports: ports, Lease: p.newLease(b)}
 	fresh := p.relaySpec(plan)
 	since := time.Now()
@@ -218,6 +219,11 @@ func (p *Platform) addPort(ctx context.Context, relay *swarmapi.Service, b tunne
 	p.addBinding(b, relay.ID, plan.Parked)
 	if plan.Parked != "" {
 		p.noteDeployed(b.Name, plan.Parked)
+		// The run may come back through this agent from another, which
+		// woke the service while it was away.
+		if err := p.applyAwake(ctx, b.Name, plan.Parked, false); err != nil {
+			p.opts.Logf("%s: %v", b.Name, err)
+		}
 	}
 	return tunnel.Served{TookOver: plan.Parked != "", Detail: fmt.Sprintf("%s:%d reaches this session on %s", b.Name, b.Port, p.networkNames())}, nil
 }

@@ -21,7 +21,6 @@ func TestServeRefusesBadInputBeforeTouchingTheEngine(t *testing.T) {
 		{Name: "web", Port: 0, Target: 1},
 		{Name: "web", Port: 70000, Target: 1},
 		{Name: "web", Port: 80, Target: 0},
-		{Name: "stats", Port: 8125, Target: 1, UDP: true}, // the relay carries TCP only
 	} {
 		b.Holder = holder("run-bad")
 		var refusal *tunnel.RefusedError

@@ -2,6 +2,8 @@ package swarmplatform
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -15,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"plug/swarmapi"
 	"plug/tunnel"
@@ -293,4 +297,21 @@ func (s *testSwarm) removeRelays(t *testing.T, name string) {
 			s.c.RemoveService(context.Background(), r.ID)
 		}
 	})
+}
+
+// connectRun opens a run that serves names with the agent at addr, as a
+// new key, trying for a minute: after the agent's update, its new task
+// answers once it has started.
+func connectRun(t *testing.T, addr string, hostKey ssh.PublicKey) *tunnel.Session {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	var sess *tunnel.Session
+	clustertest.Eventually(t, time.Minute, "a session with the agent", func() (err error) {
+		sess, err = tunnel.Connect(context.Background(), tunnel.ClientConfig{Addr: addr, User: "dev", Signer: signer, HostKey: hostKey,
+			Run: tunnel.RunInfo{Serves: true}, Events: func(e tunnel.Event) { t.Logf("run: %s: %s", e.Kind, e.Text) }})
+		return err
+	})
+	t.Cleanup(func() { sess.Close() })
+	return sess
 }

@@ -175,6 +175,40 @@ func TestTheSameRunServesMorePortsOfItsName(t *testing.T) {
 	}
 }
 
+// A UDP port is served through the relay beside a TCP port of the same
+// number: the relay listens on both, each to its own agent port, and the
+// name's UDP port is among the names runs reach; giving the UDP port back
+// keeps the TCP one.
+func TestARunServesAUDPPortBesideATCPPortOfTheSameNumber(t *testing.T) {
+	f := newFakeSwarm(t)
+	p := f.agent(t, "plug_agent", nil)
+	tunneltest.Serve(t, p, run("run-1", "stats", 8125))
+	udp := run("run-1", "stats", 8125)
+	udp.UDP, udp.Target = true, 2001
+	if served := tunneltest.Serve(t, p, udp); !strings.Contains(served.Detail, "stats:8125") {
+		t.Errorf("Serve: %+v", served)
+	}
+	r := f.relay(t, "stats")
+	to := func(port string) string { return net.JoinHostPort(p.opts.Address, port) }
+	wantArgs := relay.Args([]relay.Route{{Listen: ":8125", To: to("2000")}, {Listen: ":8125", To: to("2001"), UDP: true}})
+	if r.Spec.Labels[labelPorts] != "8125:2000,8125/udp:2001" || !slices.Equal(r.Spec.TaskTemplate.ContainerSpec.Args, wantArgs) {
+		t.Errorf("the relay: ports %q, args %v, want args %v", r.Spec.Labels[labelPorts], r.Spec.TaskTemplate.ContainerSpec.Args, wantArgs)
+	}
+	names, err := p.Names(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(names, func(n tunnel.ClusterName) bool { return n.Name == "stats" }); i < 0 ||
+		!slices.Equal(names[i].Ports, []int{8125}) || !slices.Equal(names[i].UDPPorts, []int{8125}) {
+		t.Errorf("the names runs reach: %+v, want stats with 8125 and 8125/udp", names)
+	}
+	tunneltest.Release(t, p, udp)
+	if r = f.relay(t, "stats"); r == nil || r.Spec.Labels[labelPorts] != "8125:2000" {
+		t.Errorf("after giving 8125/udp back: %+v", r)
+	}
+	tunneltest.Release(t, p, run("run-1", "stats", 8125))
+}
+
 // A run that reconnects through another agent is served from there; the
 // agent it left gives nothing back for it.
 func TestARunMovedToAnotherAgentKeepsItsName(t *testing.T) {

@@ -33,7 +33,7 @@ CMD runs.
               to the UDP port LOCALPORT of localhost: each sender in the cluster
               is one flow, whose replies go back to it; a flow ends after 60 s
               without a datagram either way. (/tcp, the default, may be said.)
-              A name is served on one port per run. Swarm serves no UDP port.
+              A name is served on one port per run.
   --header NAME=VALUE, --header NAME~REGEX
               with -s, a personal takeover: of the requests to each NAME of -s
               (a deployed Service), only those whose header NAME is VALUE

@@ -53,8 +53,11 @@ ends. The Role is never changed: once the new agent answers, plug prints
 each right it lacks with the one kubectl patch that grants that right
 alone, as plug doctor does. The move
 and its outcome are in the agent's audit trail (agent.update, then
-agent.updated or agent.update_failed). On Swarm, --agent is refused: move
-the service with docker service update --image IMAGE plug_agent.
+agent.updated or agent.update_failed). On Swarm the agent sets IMAGE on
+its own service, starting the new task before it stops for that update,
+and sets the previous image back when the new task fails or does not run
+in time (deploy/SWARM.md, The image); an agent publishing its port in host
+mode is refused, saying how to update it by hand.
 
   --agent IMAGE    the image to move the agent to, e.g.
                    registry.example.com/plug:2.31.0

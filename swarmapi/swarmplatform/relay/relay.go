@@ -1,12 +1,17 @@
-// Package relay is `plug relay`: the small TCP forwarder the Swarm platform
-// runs as a service on the application's network, under the name a
-// developer serves, in front of the agent that holds the session.
+// Package relay is `plug relay`: the small TCP and UDP forwarder the Swarm
+// platform runs as a service on the application's network, under the name
+// a developer serves, in front of the agent that holds the session.
 //
-//	plug relay --listen :PORT --to ADDR [--listen :PORT --to ADDR]...
+//	plug relay --listen :PORT --to ADDR [--listen-udp :PORT --to ADDR]...
 //
-// Each --listen is paired with the --to that follows it. Every connection
-// accepted on a listen address is connected to its ADDR and bytes are copied
-// both ways until both sides have closed.
+// Each --listen (TCP) or --listen-udp is paired with the --to that
+// follows it. Every connection accepted on a TCP listen address is
+// connected to its ADDR and bytes are copied both ways until both sides
+// have closed. The datagrams reaching a UDP listen address are one flow
+// per sender, at most MaxFlows at once (more senders' datagrams are
+// dropped): each flow sends from a socket of its own to ADDR, whose
+// replies go back to the sender, until nothing has crossed for
+// tunnel.DatagramIdle.
 package relay
 
 import (
@@ -22,22 +27,37 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"plug/tunnel"
 )
 
 // Usage is the command's synopsis.
-const Usage = "plug relay --listen :PORT --to HOST:PORT [--listen :PORT --to HOST:PORT]..."
+const Usage = "plug relay {--listen|--listen-udp} :PORT --to HOST:PORT [{--listen|--listen-udp} :PORT --to HOST:PORT]..."
 
-// Route is one listen address and where its connections go.
+// MaxFlows caps the UDP flows of one UDP listen address at once.
+const MaxFlows = 1024
+
+// Route is one listen address and where its connections, or datagrams
+// (UDP), go.
 type Route struct {
 	Listen string
 	To     string
+	UDP    bool
+}
+
+// flag is the option naming r's listen address.
+func (r Route) flag() string {
+	if r.UDP {
+		return "--listen-udp"
+	}
+	return "--listen"
 }
 
 // Args is the command line of a relay forwarding routes.
 func Args(routes []Route) []string {
 	args := []string{"relay"}
 	for _, r := range routes {
-		args = append(args, "--listen", r.Listen, "--to", r.To)
+		args = append(args, r.flag(), r.Listen, "--to", r.To)
 	}
 	return args
 }
@@ -46,12 +66,12 @@ func Args(routes []Route) []string {
 func ParseArgs(args []string) ([]Route, error) {
 	var routes []Route
 	for len(args) > 0 {
-		if len(args) < 4 || args[0] != "--listen" || args[2] != "--to" {
-			return nil, fmt.Errorf("%q: expected --listen :PORT --to HOST:PORT; usage: %s", strings.Join(args, " "), Usage)
+		if len(args) < 4 || args[0] != "--listen" && args[0] != "--listen-udp" || args[2] != "--to" {
+			return nil, fmt.Errorf("%q: expected --listen :PORT --to HOST:PORT, or --listen-udp; usage: %s", strings.Join(args, " "), Usage)
 		}
-		r := Route{Listen: args[1], To: args[3]}
+		r := Route{Listen: args[1], To: args[3], UDP: args[0] == "--listen-udp"}
 		if _, _, err := net.SplitHostPort(r.Listen); err != nil {
-			return nil, fmt.Errorf("--listen %s: %v; usage: %s", r.Listen, err, Usage)
+			return nil, fmt.Errorf("%s %s: %v; usage: %s", r.flag(), r.Listen, err, Usage)
 		}
 		if _, _, err := net.SplitHostPort(r.To); err != nil {
 			return nil, fmt.Errorf("--to %s: %v; usage: %s", r.To, err, Usage)
@@ -92,25 +112,56 @@ func Main(ctx context.Context, args []string) error {
 		return err
 	}
 	var lc net.ListenConfig
-	listeners := make([]net.Listener, 0, len(routes))
+	var closers []io.Closer
 	defer func() {
-		for _, ln := range listeners {
-			ln.Close()
+		for _, c := range closers {
+			c.Close()
 		}
 	}()
+	var serve []func() error
 	for _, r := range routes {
+		if r.UDP {
+			pc, err := lc.ListenPacket(ctx, "udp", r.Listen)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, pc)
+			log.Printf("relay: %s/udp -> %s", pc.LocalAddr(), r.To)
+			serve = append(serve, func() error { return ForwardDatagrams(ctx, pc.(*net.UDPConn), r.To) })
+			continue
+		}
 		ln, err := lc.Listen(ctx, "tcp", r.Listen)
 		if err != nil {
 			return err
 		}
-		listeners = append(listeners, ln)
+		closers = append(closers, ln)
 		log.Printf("relay: %s -> %s", ln.Addr(), r.To)
+		serve = append(serve, func() error { return Forward(ctx, ln, r.To) })
 	}
-	errs := make(chan error, len(routes))
-	for i, ln := range listeners {
-		go func() { errs <- Forward(ctx, ln, routes[i].To) }()
+	errs := make(chan error, len(serve))
+	for _, f := range serve {
+		go func() { errs <- f() }()
 	}
 	return <-errs
+}
+
+// ForwardDatagrams splits the datagrams reaching pc into flows, one per
+// sender, at most MaxFlows at once, and carries each to addr from a socket
+// of its own and the replies back (tunnel.PairDatagrams), until ctx ends.
+// It closes pc, and ends every flow, when it returns.
+func ForwardDatagrams(ctx context.Context, pc *net.UDPConn, addr string) error {
+	flows := tunnel.NewDatagramFlows(pc, &tunnel.FlowCap{Max: MaxFlows}, func(f net.Conn) {
+		up, err := net.Dial("udp", addr)
+		if err != nil {
+			log.Printf("relay: %s/udp: %v", addr, err)
+			f.Close()
+			return
+		}
+		tunnel.PairDatagrams(f, up)
+	})
+	<-ctx.Done()
+	return flows.Close() // which ends every flow
+
 }
 
 // Forward accepts connections on ln until ctx ends or ln fails, and joins

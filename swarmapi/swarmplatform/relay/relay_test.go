@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -13,7 +14,7 @@ import (
 )
 
 func TestArgsRoundTrip(t *testing.T) {
-	routes := []Route{{":80", "10.0.1.5:40001"}, {":443", "10.0.1.5:40002"}}
+	routes := []Route{{Listen: ":80", To: "10.0.1.5:40001"}, {Listen: ":53", To: "10.0.1.5:40003", UDP: true}, {Listen: ":443", To: "10.0.1.5:40002"}}
 	args := Args(routes)
 	if args[0] != "relay" {
 		t.Fatalf("args %v", args)
@@ -109,5 +110,68 @@ func TestForwardClosesTheCallerWhenUpstreamIsDown(t *testing.T) {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("read %d, %v; want the connection closed", n, err)
+	}
+}
+
+// Two senders to a UDP route are two flows: each gets the replies to its
+// own datagrams, and the upstream sees them come from two sockets.
+func TestForwardDatagramsKeepsEachSendersFlow(t *testing.T) {
+	upstream, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Close()
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := upstream.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			upstream.WriteToUDP([]byte(fmt.Sprintf("%s from %d", buf[:n], from.Port)), from)
+		}
+	}()
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ForwardDatagrams(ctx, pc, upstream.LocalAddr().String()) }()
+
+	ask := func(c net.Conn, what string) string {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte(what)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1500)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("the reply to %s: %v", what, err)
+		}
+		return string(buf[:n])
+	}
+	var fromPorts []string
+	for _, who := range []string{"a", "b"} {
+		c, err := net.Dial("udp", pc.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		first, second := ask(c, who+"1"), ask(c, who+"2")
+		p1, ok1 := strings.CutPrefix(first, who+"1 from ")
+		p2, ok2 := strings.CutPrefix(second, who+"2 from ")
+		if !ok1 || !ok2 || p1 != p2 {
+			t.Errorf("sender %s got %q and %q, want its own replies from one flow", who, first, second)
+		}
+		fromPorts = append(fromPorts, p1)
+	}
+	if fromPorts[0] == fromPorts[1] {
+		t.Errorf("both senders reached the upstream from port %s: one flow for two senders", fromPorts[0])
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ForwardDatagrams: %v", err)
 	}
 }
