@@ -3,7 +3,6 @@ package swarmplatform
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"plug/tunnel"
 	"plug/tunnel/clustertest"
@@ -20,7 +19,7 @@ func awayRecord(b tunnel.Binding, away bool) tunnel.RunRecord {
 // says awake.
 func (f *fakeSwarm) parkedState(t *testing.T, id string, tasks int, awake bool) {
 	t.Helper()
-	clustertest.Eventually(t, 10*time.Second, fmt.Sprintf("%d tasks, awake %v", tasks, awake), func() error {
+	clustertest.Eventually(t, clustertest.Settle, fmt.Sprintf("%d tasks, awake %v", tasks, awake), func() error {
 		svc, err := f.c.Service(bg, id)
 		if err != nil {
 			return err
