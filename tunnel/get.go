@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -28,7 +29,7 @@ type CLIDownload struct {
 const maxDigestAnswer = 256
 
 // DownloadCLI fetches the plug binary for platform ("linux-amd64", ...)
-// from the agent's get user into w, over the host key cfg pins (cfg.User
+// from the agent's get user, gzipped, and writes it uncompressed into w, over the host key cfg pins (cfg.User
 // and cfg.Signer are not used: the get user takes no key). It asks the
 // digest first, then the binary, on two connections, as the handout serves
 // one command per connection. It does not judge the digests: the caller
@@ -48,11 +49,53 @@ func DownloadCLI(ctx context.Context, cfg ClientConfig, platform string, w io.Wr
 	}
 	d := CLIDownload{AgentVersion: version, Listed: strings.TrimSpace(digest.String())}
 	sum := sha256.New()
-	if _, err := getCommand(ctx, cfg, "download "+platform, io.MultiWriter(w, sum)); err != nil {
+	unzip := gunzipTo(io.MultiWriter(w, sum))
+	_, err = getCommand(ctx, cfg, "download-gz "+platform, unzip)
+	if err == nil {
+		err = unzip.Close()
+	} else {
+		unzip.CloseWithError(err)
+	}
+	if err != nil {
 		return d, err
 	}
 	d.Got = hex.EncodeToString(sum.Sum(nil))
 	return d, nil
+}
+
+// gunzipTo returns a writer that takes a gzip stream and writes what it
+// holds into w. Close waits until all of it is written, and says whether
+// the stream was whole.
+func gunzipTo(w io.Writer) *gunzipWriter {
+	r, pw := io.Pipe()
+	g := &gunzipWriter{PipeWriter: pw, done: make(chan error, 1)}
+	go func() {
+		z, err := gzip.NewReader(r)
+		if err == nil {
+			_, err = io.Copy(w, z)
+		}
+		if err != nil {
+			err = fmt.Errorf("the binary the agent handed out is not whole gzip: %v", err)
+		}
+		r.CloseWithError(err)
+		g.done <- err
+	}()
+	return g
+}
+
+type gunzipWriter struct {
+	*io.PipeWriter
+	done chan error
+}
+
+func (g *gunzipWriter) Close() error {
+	g.PipeWriter.Close()
+	return <-g.done
+}
+
+func (g *gunzipWriter) CloseWithError(err error) {
+	g.PipeWriter.CloseWithError(err)
+	<-g.done
 }
 
 // getCommand runs command as the get user, its output into w, and returns

@@ -2,10 +2,12 @@ package tunnel_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -32,9 +34,7 @@ func binDir(t *testing.T, binary []byte, digest string) string {
 	t.Helper()
 	dir := t.TempDir()
 	name := "plug-" + thisPlatform
-	if err := os.WriteFile(filepath.Join(dir, name), binary, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tunneltest.WriteBinary(t, dir, name, binary)
 	if digest == "" {
 		sum := sha256.Sum256(binary)
 		digest = hex.EncodeToString(sum[:])
@@ -230,6 +230,11 @@ func TestGetServesBinariesAndDigests(t *testing.T) {
 	}
 	if got := get("download", thisPlatform); got != string(binary) {
 		t.Errorf("download: %q", got)
+	}
+	if z, err := gzip.NewReader(strings.NewReader(get("download-gz", thisPlatform))); err != nil {
+		t.Errorf("download-gz is not gzip: %v", err)
+	} else if got, err := io.ReadAll(z); err != nil || string(got) != string(binary) {
+		t.Errorf("download-gz holds %q (%v)", got, err)
 	}
 	sum := sha256.Sum256(binary)
 	if got := get("sha256", thisPlatform); got != hex.EncodeToString(sum[:])+"\n" {
