@@ -30,7 +30,7 @@ type Kube struct {
 	NodeIP     string // the node's address: apiserver, kubelet, NodePorts
 	NodeName   string
 
-	PlugImage     string // plug's own image, empty when it was not built
+	PlugImage string // plug's own image, empty when it was not built
 	// RegistryImage is plug's image index (linux/amd64 and arm64) in the
 	// node's registry, by tag (127.0.0.1:5123/plug:dev), empty when up.sh
 	// pushed none.
