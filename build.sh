@@ -25,7 +25,8 @@
 #                           SHA256SUMS of all of it; the version is the tag
 #                           vX.Y.Z on the commit (git describe), or PLUG_VERSION
 #   ./build.sh reproducible builds the release twice, here and in a fresh clone
-#                           of the commit elsewhere, and fails unless every file
+#                           of the commit elsewhere with an empty build cache,
+#                           and fails unless every file
 #                           of both is byte-identical and the SBOM lists exactly
 #                           the modules `go version -m` reports
 #   ./build.sh vet          go vet for linux, darwin and windows
@@ -278,7 +279,9 @@ reproducible() {
 	other=$(mktemp -d)
 	trap 'rm -rf "$other"' EXIT
 	git clone -q --no-local . "$other/plug"
-	(cd "$other/plug" && git checkout -q "$head" && ./build.sh release)
+	# The other build starts from an empty build cache: nothing of this one
+	# is reused.
+	(cd "$other/plug" && git checkout -q "$head" && GOCACHE="$other/gocache" ./build.sh release)
 	release
 	sbom_check
 	diff -r dist "$other/plug/dist" || die "two builds of $(git rev-parse --short HEAD) differ (above)"
