@@ -26,9 +26,9 @@
 #                           vX.Y.Z on the commit (git describe), or PLUG_VERSION
 #   ./build.sh reproducible builds the release twice, here and in a fresh clone
 #                           of the commit elsewhere with an empty build cache,
-#                           and fails unless every file
-#                           of both is byte-identical and the SBOM lists exactly
-#                           the modules `go version -m` reports
+#                           and fails unless every file of both is
+#                           byte-identical and the SBOM lists exactly the
+#                           modules `go version -m` reports
 #   ./build.sh vet          go vet for linux, darwin and windows
 #   ./build.sh test         the whole test suite on a real local Kubernetes and
 #                           Docker Swarm: installs what is missing (the SMB
@@ -222,7 +222,10 @@ push() {
 	ref=${1:-}
 	case $ref in
 	*/*:*) ;;
-	*) die "push takes REGISTRY/REPO:TAG, such as registry.example.com/plug:v1.2.3, not '$ref'" ;;
+	*)
+		echo "build.sh: push takes REGISTRY/REPO:TAG, such as registry.example.com/plug:v1.2.3, not '$ref'" >&2
+		exit 2
+		;;
 	esac
 	[ -f dist/plug-image.oci.tar ] || die "no dist/plug-image.oci.tar: run ./build.sh image first"
 	command -v skopeo >/dev/null || die "skopeo is not installed (Debian: apt-get install skopeo)"
