@@ -25,12 +25,17 @@ type CLIDownload struct {
 	Listed, Got string
 }
 
-// maxDigestAnswer caps what the answer to "sha256 OS-ARCH" may be.
-const maxDigestAnswer = 256
+// maxDigestAnswer caps what the answer to "sha256 OS-ARCH" may be, and
+// maxCLISize what a downloaded binary may unpack to.
+const (
+	maxDigestAnswer = 256
+	maxCLISize      = 512 << 20
+)
 
 // DownloadCLI fetches the plug binary for platform ("linux-amd64", ...)
-// from the agent's get user, gzipped, and writes it uncompressed into w, over the host key cfg pins (cfg.User
-// and cfg.Signer are not used: the get user takes no key). It asks the
+// from the agent's get user, gzipped, and writes it unpacked into w (at
+// most maxCLISize bytes), over the host key cfg pins (cfg.User and
+// cfg.Signer are not used: the get user takes no key). It asks the
 // digest first, then the binary, on two connections, as the handout serves
 // one command per connection. It does not judge the digests: the caller
 // compares Listed and Got before it uses what it wrote.
@@ -51,12 +56,7 @@ func DownloadCLI(ctx context.Context, cfg ClientConfig, platform string, w io.Wr
 	sum := sha256.New()
 	unzip := gunzipTo(io.MultiWriter(w, sum))
 	_, err = getCommand(ctx, cfg, "download-gz "+platform, unzip)
-	if err == nil {
-		err = unzip.Close()
-	} else {
-		unzip.CloseWithError(err)
-	}
-	if err != nil {
+	if err := unzip.finish(err); err != nil {
 		return d, err
 	}
 	d.Got = hex.EncodeToString(sum.Sum(nil))
@@ -64,18 +64,21 @@ func DownloadCLI(ctx context.Context, cfg ClientConfig, platform string, w io.Wr
 }
 
 // gunzipTo returns a writer that takes a gzip stream and writes what it
-// holds into w. Close waits until all of it is written, and says whether
-// the stream was whole.
+// holds, up to maxCLISize bytes, into w; finish says how it ended.
 func gunzipTo(w io.Writer) *gunzipWriter {
 	r, pw := io.Pipe()
-	g := &gunzipWriter{PipeWriter: pw, done: make(chan error, 1)}
+	g := &gunzipWriter{pw: pw, done: make(chan error, 1)}
 	go func() {
+		var n int64
 		z, err := gzip.NewReader(r)
 		if err == nil {
-			_, err = io.Copy(w, z)
+			n, err = io.Copy(w, io.LimitReader(z, maxCLISize+1))
 		}
-		if err != nil {
-			err = fmt.Errorf("the binary the agent handed out is not whole gzip: %v", err)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("the binary the agent handed out is not whole gzip: %w", err)
+		case n > maxCLISize:
+			err = fmt.Errorf("the binary the agent handed out unpacks to more than %d MiB", maxCLISize>>20)
 		}
 		r.CloseWithError(err)
 		g.done <- err
@@ -83,19 +86,25 @@ func gunzipTo(w io.Writer) *gunzipWriter {
 	return g
 }
 
+// gunzipWriter is gunzipTo's writer.
 type gunzipWriter struct {
-	*io.PipeWriter
+	pw   *io.PipeWriter
 	done chan error
 }
 
-func (g *gunzipWriter) Close() error {
-	g.PipeWriter.Close()
-	return <-g.done
-}
+func (g *gunzipWriter) Write(p []byte) (int, error) { return g.pw.Write(p) }
 
-func (g *gunzipWriter) CloseWithError(err error) {
-	g.PipeWriter.CloseWithError(err)
-	<-g.done
+// finish ends the stream, whose sender ended with sent, waits until all
+// of it is written, and returns the first failure: the sender's, or the
+// stream's own (not whole gzip, or over the cap), which also cuts the
+// sender short.
+func (g *gunzipWriter) finish(sent error) error {
+	g.pw.CloseWithError(sent)
+	err := <-g.done
+	if err == nil || (sent != nil && errors.Is(err, sent)) {
+		return sent
+	}
+	return err
 }
 
 // getCommand runs command as the get user, its output into w, and returns

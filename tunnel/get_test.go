@@ -363,3 +363,25 @@ func TestDownloadsAreBounded(t *testing.T) {
 		return err == nil && len(out) == 8<<20
 	})
 }
+
+// A download that is not whole gzip (another file, or cut short) fails,
+// saying so, rather than handing on what it unpacked so far as the binary.
+func TestDownloadCLIRefusesWhatIsNotWholeGzip(t *testing.T) {
+	dir := binDir(t, bytes.Repeat([]byte("plug"), 1<<16), "")
+	gz, err := os.ReadFile(filepath.Join(dir, "plug-"+thisPlatform+".gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, content := range map[string][]byte{"not gzip": []byte("#!/bin/sh\n"), "cut short": gz[:len(gz)/2]} {
+		if err := os.WriteFile(filepath.Join(dir, "plug-"+thisPlatform+".gz"), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) { a.BinDir = dir })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := tunnel.DownloadCLI(ctx, tunnel.ClientConfig{Addr: addr, HostKey: hostKey}, thisPlatform, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "is not whole gzip") {
+			t.Errorf("%s: DownloadCLI: %v, want that it is not whole gzip", what, err)
+		}
+	}
+}

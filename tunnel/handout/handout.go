@@ -1,8 +1,9 @@
 // Package handout is what plug's agent hands out to the SSH user "get",
 // who needs no key: the installer, and the CLI binaries it downloads with
-// their SHA-256 digests. The image stores the binaries gzipped; download-gz
-// hands one out as stored, download uncompressed (as plug before 2026-12
-// asks), and sha256 is the digest of the uncompressed binary.
+// their SHA-256 digests. The image stores the binaries gzipped: download-gz
+// hands one out as stored (the installer and plug update ask so), download
+// unpacked (plug versions from before download-gz ask so), and sha256 is
+// the digest of the unpacked binary.
 //
 //	ssh -p 2222 get@agent install | sh -s -- HOST PORT
 //	ssh -p 2222 get@agent install-windows | bash -s -- HOST PORT
