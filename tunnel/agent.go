@@ -42,8 +42,8 @@ type Agent struct {
 	// shows each developer their own runs only.
 	Keys Keys
 
-	// BinDir holds the CLI binaries served to the get user, named
-	// plug-<os>-<arch>[.exe], and their SHA256SUMS.
+	// BinDir holds the CLI binaries served to the get user, gzipped, named
+	// plug-<os>-<arch>[.exe].gz, and the SHA256SUMS of the unpacked ones.
 	BinDir string
 
 	// PublicAddr is the host:port developers reach the agent by, if known;

@@ -145,7 +145,7 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 // Serve asks the agent to make name:clusterPort in the cluster reach local
 // (host:port on this machine) for as long as the session lasts. While the
 // session is reconnecting, Serve waits for it, within ctx.
-// A refusal is a *ServeError saying why.
+// Every error is a *ServeError naming the name and port, and saying why.
 func (s *Session) Serve(ctx context.Context, name string, clusterPort int, local string) (Served, error) {
 	return s.ServeFiltered(ctx, name, clusterPort, local, Filter{})
 }
@@ -170,8 +170,20 @@ func (s *Session) ServeUDP(ctx context.Context, name string, clusterPort int, lo
 	return s.serve(ctx, &forward{name: name, port: clusterPort, udp: true, local: local})
 }
 
-// serve asks for f (its name, port, protocol, local address and filter).
+// serve asks for f (its name, port, protocol, local address and filter);
+// any error is a *ServeError naming f.
 func (s *Session) serve(ctx context.Context, f *forward) (Served, error) {
+	served, err := s.request(ctx, f)
+	var refused *ServeError
+	if err != nil && !errors.As(err, &refused) {
+		err = &ServeError{Name: f.name, Port: f.port, UDP: f.udp, Reason: err.Error(), Err: err}
+	}
+	return served, err
+}
+
+// request is serve's work: it checks f and asks the agent for it until it
+// answers or ctx ends.
+func (s *Session) request(ctx context.Context, f *forward) (Served, error) {
 	name, clusterPort, local, filter := f.name, f.port, f.local, f.filter
 	if err := CheckName(name); err != nil {
 		return Served{}, err

@@ -346,7 +346,7 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 	reqType, payload := "tcpip-forward", ssh.Marshal(forwardRequest{Addr: f.name, Port: uint32(f.port)})
 	if !f.filter.Empty() {
 		if !cc.welcome.Filters {
-			return Served{}, &ServeError{Name: f.name, Port: f.port, Reason: fmt.Sprintf(
+			return Served{}, &ServeError{Name: f.name, Port: f.port, UDP: f.udp, Reason: fmt.Sprintf(
 				"the agent (plug %s) does not route requests by header or path; update the agent, or serve without --header and --path (a full takeover)", PeerText(cc.welcome.Version))}
 		}
 		text, _ := json.Marshal(f.filter) // a Filter always marshals
@@ -355,7 +355,7 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 	cancelType := "cancel-tcpip-forward"
 	if f.udp {
 		if !cc.welcome.UDPServe {
-			return Served{}, &ServeError{Name: f.name, Port: f.port, Reason: fmt.Sprintf("the agent (plug %s) does not serve UDP ports; update the agent", PeerText(cc.welcome.Version))}
+			return Served{}, &ServeError{Name: f.name, Port: f.port, UDP: f.udp, Reason: fmt.Sprintf("the agent (plug %s) does not serve UDP ports; update the agent", PeerText(cc.welcome.Version))}
 		}
 		reqType, cancelType = datagramForwardRequest, cancelDatagramForward
 	}
@@ -392,7 +392,7 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 		if o.refusal == "" {
 			o.refusal = "the agent refused it without saying why"
 		}
-		return Served{}, &ServeError{Name: f.name, Port: f.port, Reason: o.refusal}
+		return Served{}, &ServeError{Name: f.name, Port: f.port, UDP: f.udp, Reason: o.refusal}
 	}
 	return o.served, nil
 }

@@ -111,16 +111,28 @@ func (e *EndedError) Error() string {
 	return fmt.Sprintf("the run was ended by %s: %s", e.By, e.Reason)
 }
 
-// ServeError says the agent refused to serve a name.
+// ServeError says why a name was not served: the agent refused it (Err is
+// nil), or the request failed on this side (Err is why, and Reason its
+// text). Its text names the name, port and protocol once, as
+// "cannot serve NAME:PORT[/udp]: REASON", so a caller adds no such prefix.
 type ServeError struct {
 	Name   string
 	Port   int
+	UDP    bool
 	Reason string
+	Err    error
 }
 
 func (e *ServeError) Error() string {
-	return fmt.Sprintf("cannot serve %s:%d: %s", e.Name, e.Port, e.Reason)
+	proto := ""
+	if e.UDP {
+		proto = "/udp"
+	}
+	return fmt.Sprintf("cannot serve %s:%d%s: %s", e.Name, e.Port, proto, e.Reason)
 }
+
+// Unwrap is the failure on this side, nil for a refusal of the agent.
+func (e *ServeError) Unwrap() error { return e.Err }
 
 // DialError says the agent could not reach Address in the cluster, and why.
 type DialError struct{ Address, Reason string }

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -24,12 +25,17 @@ type CLIDownload struct {
 	Listed, Got string
 }
 
-// maxDigestAnswer caps what the answer to "sha256 OS-ARCH" may be.
-const maxDigestAnswer = 256
+// maxDigestAnswer caps what the answer to "sha256 OS-ARCH" may be, and
+// maxCLISize what a downloaded binary may unpack to.
+const (
+	maxDigestAnswer = 256
+	maxCLISize      = 512 << 20
+)
 
 // DownloadCLI fetches the plug binary for platform ("linux-amd64", ...)
-// from the agent's get user into w, over the host key cfg pins (cfg.User
-// and cfg.Signer are not used: the get user takes no key). It asks the
+// from the agent's get user, gzipped, and writes it unpacked into w (at
+// most maxCLISize bytes), over the host key cfg pins (cfg.User and
+// cfg.Signer are not used: the get user takes no key). It asks the
 // digest first, then the binary, on two connections, as the handout serves
 // one command per connection. It does not judge the digests: the caller
 // compares Listed and Got before it uses what it wrote.
@@ -48,11 +54,57 @@ func DownloadCLI(ctx context.Context, cfg ClientConfig, platform string, w io.Wr
 	}
 	d := CLIDownload{AgentVersion: version, Listed: strings.TrimSpace(digest.String())}
 	sum := sha256.New()
-	if _, err := getCommand(ctx, cfg, "download "+platform, io.MultiWriter(w, sum)); err != nil {
+	unzip := gunzipTo(io.MultiWriter(w, sum))
+	_, err = getCommand(ctx, cfg, "download-gz "+platform, unzip)
+	if err := unzip.finish(err); err != nil {
 		return d, err
 	}
 	d.Got = hex.EncodeToString(sum.Sum(nil))
 	return d, nil
+}
+
+// gunzipTo returns a writer that takes a gzip stream and writes what it
+// holds, up to maxCLISize bytes, into w; finish says how it ended.
+func gunzipTo(w io.Writer) *gunzipWriter {
+	r, pw := io.Pipe()
+	g := &gunzipWriter{pw: pw, done: make(chan error, 1)}
+	go func() {
+		var n int64
+		z, err := gzip.NewReader(r)
+		if err == nil {
+			n, err = io.Copy(w, io.LimitReader(z, maxCLISize+1))
+		}
+		switch {
+		case err != nil:
+			err = fmt.Errorf("the binary the agent handed out is not whole gzip: %w", err)
+		case n > maxCLISize:
+			err = fmt.Errorf("the binary the agent handed out unpacks to more than %d MiB", maxCLISize>>20)
+		}
+		r.CloseWithError(err)
+		g.done <- err
+	}()
+	return g
+}
+
+// gunzipWriter is gunzipTo's writer.
+type gunzipWriter struct {
+	pw   *io.PipeWriter
+	done chan error
+}
+
+func (g *gunzipWriter) Write(p []byte) (int, error) { return g.pw.Write(p) }
+
+// finish ends the stream, whose sender ended with sent, waits until all
+// of it is written, and returns the first failure: the sender's, or the
+// stream's own (not whole gzip, or over the cap), which also cuts the
+// sender short.
+func (g *gunzipWriter) finish(sent error) error {
+	g.pw.CloseWithError(sent)
+	err := <-g.done
+	if err == nil || (sent != nil && errors.Is(err, sent)) {
+		return sent
+	}
+	return err
 }
 
 // getCommand runs command as the get user, its output into w, and returns

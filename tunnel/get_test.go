@@ -2,10 +2,12 @@ package tunnel_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -32,9 +34,7 @@ func binDir(t *testing.T, binary []byte, digest string) string {
 	t.Helper()
 	dir := t.TempDir()
 	name := "plug-" + thisPlatform
-	if err := os.WriteFile(filepath.Join(dir, name), binary, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tunneltest.WriteBinary(t, dir, name, binary)
 	if digest == "" {
 		sum := sha256.Sum256(binary)
 		digest = hex.EncodeToString(sum[:])
@@ -280,6 +280,11 @@ func TestGetServesBinariesAndDigests(t *testing.T) {
 	if got := get("download", thisPlatform); got != string(binary) {
 		t.Errorf("download: %q", got)
 	}
+	if z, err := gzip.NewReader(strings.NewReader(get("download-gz", thisPlatform))); err != nil {
+		t.Errorf("download-gz is not gzip: %v", err)
+	} else if got, err := io.ReadAll(z); err != nil || string(got) != string(binary) {
+		t.Errorf("download-gz holds %q (%v)", got, err)
+	}
 	sum := sha256.Sum256(binary)
 	if got := get("sha256", thisPlatform); got != hex.EncodeToString(sum[:])+"\n" {
 		t.Errorf("sha256: %q", got)
@@ -497,4 +502,26 @@ func TestSlowDownloadsDoNotBlockAnInstaller(t *testing.T) {
 		t.Errorf("the stalled downloads were cut after %s, want within two 10 s windows", d)
 	}
 	t.Logf("the stalled downloads were cut, told why, after %s", d.Round(time.Second))
+}
+
+// A download that is not whole gzip (another file, or cut short) fails,
+// saying so, rather than handing on what it unpacked so far as the binary.
+func TestDownloadCLIRefusesWhatIsNotWholeGzip(t *testing.T) {
+	dir := binDir(t, bytes.Repeat([]byte("plug"), 1<<16), "")
+	gz, err := os.ReadFile(filepath.Join(dir, "plug-"+thisPlatform+".gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, content := range map[string][]byte{"not gzip": []byte("#!/bin/sh\n"), "cut short": gz[:len(gz)/2]} {
+		if err := os.WriteFile(filepath.Join(dir, "plug-"+thisPlatform+".gz"), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		addr, hostKey, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) { a.BinDir = dir })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := tunnel.DownloadCLI(ctx, tunnel.ClientConfig{Addr: addr, HostKey: hostKey}, thisPlatform, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "is not whole gzip") {
+			t.Errorf("%s: DownloadCLI: %v, want that it is not whole gzip", what, err)
+		}
+	}
 }

@@ -17,8 +17,9 @@ import (
 )
 
 // footprint writes CSV rows "-,footprint,METRIC,VALUE" for plug's size: each
-// binary in -dist, the agent image (its archive, and gzip-compressed as a
-// registry would carry it), and the packages outside the standard library
+// binary in -dist, the agent image of each architecture (its archive, and
+// gzip-compressed as a registry would carry it), the image index (OCI
+// archive), what the installer downloads for linux/amd64, and the packages outside the standard library
 // that the plug binary is built from (go list -deps of -module).
 func footprint(args []string) error {
 	fs := flag.NewFlagSet("footprint", flag.ExitOnError)
@@ -42,17 +43,26 @@ func footprint(args []string) error {
 		platform := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(b), "plug-"), ".exe")
 		row("binary "+strings.Replace(platform, "-", "/", 1), st.Size())
 	}
-	image := filepath.Join(*dist, "plug-image.tar")
-	st, err := os.Stat(image)
-	if err != nil {
-		return err
+	for metric, file := range map[string]string{"image": "plug-image.tar", "image arm64": "plug-image.arm64.tar"} {
+		image := filepath.Join(*dist, file)
+		st, err := os.Stat(image)
+		if err != nil {
+			return err
+		}
+		row(metric, st.Size())
+		compressed, err := gzipSize(image)
+		if err != nil {
+			return err
+		}
+		row(metric+" gzip", compressed)
 	}
-	row("image", st.Size())
-	compressed, err := gzipSize(image)
-	if err != nil {
-		return err
+	for metric, file := range map[string]string{"image index": "plug-image.oci.tar", "installer download linux/amd64": "gz/plug-linux-amd64.gz"} {
+		st, err := os.Stat(filepath.Join(*dist, file))
+		if err != nil {
+			return err
+		}
+		row(metric, st.Size())
 	}
-	row("image gzip", compressed)
 
 	list := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".")
 	list.Dir = *module

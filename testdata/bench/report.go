@@ -287,13 +287,18 @@ func (w *markdown) footprint() {
 	for _, p := range []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64", "windows/amd64", "windows/arm64"} {
 		w.p("| binary %s | %s MB |", p, num("%.1f", w.r.get("-", "footprint", "binary "+p)/1e6))
 	}
-	w.p("| agent image (archive; gzip) | %s MB; %s MB |", num("%.1f", w.r.get("-", "footprint", "image")/1e6), num("%.1f", w.r.get("-", "footprint", "image gzip")/1e6))
+	mb := func(metric string) string { return num("%.1f", w.r.get("-", "footprint", metric)/1e6) }
+	w.p("| agent image linux/amd64 (archive; gzip) | %s MB; %s MB |", mb("image"), mb("image gzip"))
+	w.p("| agent image linux/arm64 (archive; gzip) | %s MB; %s MB |", mb("image arm64"), mb("image arm64 gzip"))
+	w.p("| image index, both architectures (OCI archive, layers gzipped) | %s MB |", mb("image index"))
+	w.p("| installer download linux/amd64 (the gzipped binary) | %s MB |", mb("installer download linux/amd64"))
 	w.p("| packages outside the standard library | %s (golang.org/x/crypto %s, golang.org/x/sys %s); plug's own: %s |",
 		num("%.0f", w.r.get("-", "footprint", "packages outside the standard library")),
 		num("%.0f", w.r.get("-", "footprint", "packages golang.org/x/crypto")), num("%.0f", w.r.get("-", "footprint", "packages golang.org/x/sys")),
 		num("%.0f", w.r.get("-", "footprint", "packages plug")))
 	w.p("")
-	w.p("The image holds the agent and the CLI binaries for every platform it serves to the installer.")
+	w.p("The image holds the agent and the CLI binaries for every platform it serves to the installer, gzipped; the two architectures' images share the layer of the CLI binaries. " +
+		"Before the CLI binaries were stored gzipped, the image (linux/amd64 only) was 86.3 MB, 34.6 MB gzipped, and the installer downloaded the 12.8 MB binary.")
 	w.p("")
 }
 

@@ -2,8 +2,9 @@
 # down.sh — undoes up.sh: stops the components, removes every pod (through
 # containerd, so each pod's network is torn down), the mounts, network
 # namespaces, interfaces, nftables tables and iptables chains the cluster
-# made, puts back the sysctls, and removes the env files and the guard. The
-# builds, the PKI and containerd's image store stay for the next up.sh.
+# made, puts back the sysctls, and removes the env files, the guard, and
+# the node's registry with what was pushed to it. The builds, the PKI and
+# containerd's image store stay for the next up.sh.
 #
 # Then it compares the machine with the snapshot up.sh took before starting
 # anything (ip link, ip netns, nft ruleset, iptables-save, sysctls, mounts,
@@ -19,7 +20,7 @@ set -eu
 our_processes() {
 	for p in /proc/[0-9]*; do
 		case $(tr '\0' ' ' 2>/dev/null <"$p/cmdline") in
-		*"$KUBE "* | *"$ETC/containerd.toml"* | *containerd-shim*"$CONTAINERD_SOCK"*) echo "${p#/proc/}" ;;
+		*"$KUBE "* | *"$ETC/containerd.toml"* | *"$ETC/registry.yml"* | *containerd-shim*"$CONTAINERD_SOCK"*) echo "${p#/proc/}" ;;
 		esac
 	done
 }
@@ -162,7 +163,7 @@ rm -f "$ENV_DIR/kube.env" "$ENV_DIR/kube.kubeconfig" "$ENV_DIR/kube-ca.crt"
 stop kubelet kube-scheduler kube-controller-manager
 remove_pods
 stop containerd kube-proxy kube-apiserver
-stop etcd
+stop etcd registry
 kill_leftovers
 say "stopped"
 left=$(our_processes)
@@ -179,7 +180,7 @@ command -v iptables-save >/dev/null && {
 }
 remove_cgroups
 remove_kubectl_wrapper
-rm -rf "$STATE/etcd" "$STATE/kubelet" "$STATE/cni/ipam" "$RUN"
+rm -rf "$STATE/etcd" "$STATE/kubelet" "$STATE/cni/ipam" "$STATE/registry" "$ETC/registry.yml" "$RUN"
 rmdir "$ENV_DIR" 2>/dev/null || true
 
 [ -d "$SNAPSHOT" ] || {

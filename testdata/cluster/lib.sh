@@ -19,6 +19,10 @@ PAUSE_IMAGE=plug-test/pause:1
 WORKLOAD_IMAGE=plug-test/workload:1
 COREDNS_IMAGE=plug-test/coredns:1
 PLUG_IMAGE=plug:dev
+# The node's registry (docker-registry, on loopback only) and plug's
+# image in it, pushed by up.sh from dist/plug-image.oci.tar.
+REGISTRY=127.0.0.1:5123
+PLUG_REGISTRY_IMAGE=$REGISTRY/plug:dev
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)

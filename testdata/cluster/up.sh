@@ -4,7 +4,8 @@
 #
 #   $PLUG_TEST_ENV_DIR/kube.env          KEY=VALUE: KUBECONFIG, KUBE_SERVER, KUBE_CA,
 #                                        KUBE_TOKEN (admin), KUBECTL, NODE_IP, NODE_NAME,
-#                                        PLUG_IMAGE, WORKLOAD_IMAGE, PAUSE_IMAGE
+#                                        PLUG_IMAGE, PLUG_REGISTRY_IMAGE, WORKLOAD_IMAGE,
+#                                        PAUSE_IMAGE
 #   $PLUG_TEST_ENV_DIR/kube.kubeconfig   admin kubeconfig
 #   /usr/local/bin/kubectl               kubectl using that kubeconfig by default
 #
@@ -15,16 +16,21 @@
 # the node's dummy interface plug0, makes /run/netns a shared mount point
 # (as `ip netns` would) unless it is one, starts etcd, containerd, the control
 # plane, the kubelet and kube-proxy, imports the images (plug:dev from
-# dist/plug-image.tar when `./build.sh image` made it) and waits until the
+# dist/plug-image.tar when `./build.sh image` made it), starts the node's
+# registry on 127.0.0.1:5123 and pushes plug's image index there
+# (PLUG_REGISTRY_IMAGE, from dist/plug-image.oci.tar), and waits until the
 # node is Ready and CoreDNS answers. When the cluster is up already it only
-# re-imports images that changed. down.sh undoes all of it.
+# re-imports and re-pushes images that changed, and starts the registry if
+# it does not run. down.sh undoes all of it.
 set -eu
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 . "$HERE/machine.sh"
 . "$HERE/config.sh"
 
 # python3-dotenv: the tests of --env-file read the file with a standard dotenv parser.
-PACKAGES="containerd runc containernetworking-plugins conntrack nftables iptables ipset ethtool socat iproute2 util-linux python3-dotenv"
+# docker-registry, skopeo, curl: the node's registry and the push to it;
+# qemu-user-static: the test that runs the image's arm64 agent.
+PACKAGES="containerd runc containernetworking-plugins conntrack nftables iptables ipset ethtool socat iproute2 util-linux python3-dotenv docker-registry skopeo curl qemu-user-static"
 
 install_packages() {
 	missing=
@@ -38,6 +44,13 @@ install_packages() {
 	{ DEBIAN_FRONTEND=noninteractive $apt install --no-install-recommends $missing ||
 		{ $apt update && DEBIAN_FRONTEND=noninteractive $apt install --no-install-recommends $missing; }; } \
 		>"$STATE/apt.log" 2>&1 || die "could not install$missing; see $STATE/apt.log"
+	# Debian starts its own registry service, listening on every address:
+	# the node runs its own, on loopback only.
+	case " $missing " in
+	*" docker-registry "*)
+		! command -v systemctl >/dev/null || systemctl disable --now docker-registry >/dev/null 2>&1 || true
+		;;
+	esac
 }
 
 # running succeeds when every component runs and the API answers.
@@ -177,6 +190,44 @@ import_images() {
 	done
 }
 
+# start_registry starts the node's registry on REGISTRY (loopback) unless
+# it runs. The kubelet pulls REGISTRY/... through containerd's CRI, which
+# speaks plain HTTP to a registry on a loopback address with no
+# configuration, so containerd's stays as it is.
+start_registry() {
+	pid_of registry >/dev/null && return 0
+	mkdir -p "$STATE/registry" "$ETC"
+	cat >"$ETC/registry.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $STATE/registry
+http:
+  addr: $REGISTRY
+EOF
+	start registry docker-registry serve "$ETC/registry.yml"
+	wait_for 30 "the registry on $REGISTRY (logs in $LOGS)" curl -fsS -o /dev/null "http://$REGISTRY/v2/"
+}
+
+# push_plug_image pushes dist/plug-image.oci.tar to PLUG_REGISTRY_IMAGE
+# unless the same archive was pushed before.
+push_plug_image() {
+	oci=$REPO/dist/plug-image.oci.tar
+	mark=$STATE/registry/plug-test-pushed
+	[ -f "$oci" ] || {
+		say "no $oci: $PLUG_REGISTRY_IMAGE is not pushed (run ./build.sh image, then up.sh again)"
+		return 0
+	}
+	sum=$(sha256sum "$oci" | cut -d' ' -f1)
+	[ "$(cat "$mark" 2>/dev/null)" != "$sum" ] || return 0
+	"$REPO/build.sh" push "$PLUG_REGISTRY_IMAGE" >"$LOGS/push.log" 2>&1 ||
+		die "could not push $oci to $PLUG_REGISTRY_IMAGE; see $LOGS/push.log"
+	echo "$sum" >"$mark"
+	say "pushed $PLUG_REGISTRY_IMAGE"
+}
+
 node_ready() {
 	[ "$(kubectl_admin get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
@@ -193,6 +244,8 @@ write_env() {
 	cp "$PKI/ca.crt" "$ENV_DIR/kube-ca.crt"
 	plug_image=$PLUG_IMAGE
 	[ -f "$REPO/dist/plug-image.tar" ] || plug_image=
+	registry_image=$PLUG_REGISTRY_IMAGE
+	[ -f "$STATE/registry/plug-test-pushed" ] || registry_image=
 	cat >"$ENV_DIR/kube.env.new" <<EOF
 # Written by testdata/cluster/up.sh; removed by down.sh.
 KUBECONFIG=$ENV_DIR/kube.kubeconfig
@@ -204,6 +257,7 @@ NODE_IP=$NODE_IP
 NODE_NAME=$NODE_NAME
 DNS_IP=$DNS_IP
 PLUG_IMAGE=$plug_image
+PLUG_REGISTRY_IMAGE=$registry_image
 WORKLOAD_IMAGE=$WORKLOAD_IMAGE
 PAUSE_IMAGE=$PAUSE_IMAGE
 EOF
@@ -234,6 +288,8 @@ need_root
 if running; then
 	"$HERE/build.sh"
 	import_images
+	start_registry
+	push_plug_image
 	write_env
 	say "already up"
 	exit 0
@@ -261,6 +317,8 @@ say "started"
 
 wait_for 60 "containerd (logs in $LOGS)" ctr -a "$CONTAINERD_SOCK" version
 import_images
+start_registry
+push_plug_image
 wait_for 60 "kube-apiserver (logs in $LOGS)" kubectl_admin get --raw /readyz
 say "apiserver ready"
 start_controllers

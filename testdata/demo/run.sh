@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh — plug doing its job on the local Kubernetes, narrated.
 #
-# Needs the local cluster (testdata/cluster/up.sh) and the plug image in it;
+# Needs the local cluster (testdata/cluster/up.sh) and the plug image in its
+# registry (PLUG_REGISTRY_IMAGE; else plug:dev, imported into the node);
 # `./build.sh demo` does both first. Run as root. It deploys the agent and a
 # two-service sample app in the namespace plug-demo, installs the plug CLI
 # the way a developer does (over SSH, from the agent), replaces the app's
@@ -52,9 +53,16 @@ wait_for() {
 }
 
 say "1. A cluster administrator deploys the plug agent into the app's namespace:"
-show "kubectl -n $ns apply -f deploy/plug-k8s.yaml"
 "$KUBECTL" get namespace "$ns" >/dev/null 2>&1 || run "$KUBECTL" create namespace "$ns"
-run k apply -f "$repo/deploy/plug-k8s.yaml"
+if [ -n "${PLUG_REGISTRY_IMAGE:-}" ]; then
+	# Always: the tag dev is pushed again by every up.sh after a new build.
+	edit="s|image: plug:dev|image: $PLUG_REGISTRY_IMAGE|; s|imagePullPolicy: IfNotPresent|imagePullPolicy: Always|"
+	show "sed '$edit' deploy/plug-k8s.yaml | kubectl -n $ns apply -f -"
+	sed "$edit" "$repo/deploy/plug-k8s.yaml" | run k apply -f -
+else
+	show "kubectl -n $ns apply -f deploy/plug-k8s.yaml   # no registry image: plug:dev, imported into the node"
+	run k apply -f "$repo/deploy/plug-k8s.yaml"
+fi
 run k rollout status deployment/plug --timeout=120s
 
 say "2. The app: web answers with its name and what its backend, api, answers."

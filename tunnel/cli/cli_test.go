@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"plug/keys"
+	"plug/tunnel"
+	"plug/tunnel/tunneltest"
 )
 
 // home is a ~/.plug for one test, with PLUG_HOME pointing at it.
@@ -259,5 +261,23 @@ func TestPlanServesAcrossProfiles(t *testing.T) {
 	}
 	if strings.Join(p.cmd, " ") != "npm -p x" || !p.client {
 		t.Errorf("cmd %q, client %v", p.cmd, p.client)
+	}
+}
+
+// A name another run holds is refused with one "cannot serve NAME:PORT"
+// ahead of the agent's reason, not two, and a UDP port's says /udp.
+func TestServeRefusalNamesTheNameOnce(t *testing.T) {
+	platform := tunneltest.NewPlatform()
+	platform.Hold("shop", 80, tunnel.Holder{Run: "other-run", User: "alice", Developer: "SHA256:alice", Agent: "agent-1"})
+	platform.Hold("dns", 53, tunnel.Holder{Run: "other-run", User: "alice", Developer: "SHA256:alice", Agent: "agent-1"})
+	doctorHome(t, platform)
+	for _, c := range []struct{ serve, want string }{
+		{"shop:80:3000", "cannot serve shop:80: shop is already served by alice"},
+		{"dns:53:5353/udp", "cannot serve dns:53/udp: "},
+	} {
+		code, _, stderr := plug(t, "-p", "kube", "-s", c.serve, "--", "true")
+		if code == 0 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "cannot serve") != 1 {
+			t.Errorf("plug -s %s of a held name: exit %d, want one %q:\n%s", c.serve, code, c.want, stderr)
+		}
 	}
 }

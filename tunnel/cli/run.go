@@ -189,7 +189,7 @@ func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) 
 				served, err = sess.ServeFiltered(ctx, s.Name, s.ClusterPort, local, p.filter)
 			}
 			if err != nil {
-				return runs, fmt.Errorf("%scannot serve %s:%d%s: %v", prefix, s.Name, s.ClusterPort, s.suffix(), err)
+				return runs, fmt.Errorf("%s%v", prefix, err) // a *tunnel.ServeError names s
 			}
 			line := fmt.Sprintf("plug: %s%s:%d%s → localhost:%d%s", prefix, s.Name, s.ClusterPort, s.suffix(), s.LocalPort, s.suffix())
 			if served.Detail != "" {

@@ -23,13 +23,14 @@ import (
 const updateUsage = `Usage: plug update [-p PROFILE]
        plug update [-p PROFILE] --agent IMAGE [--wait DURATION]
 
-Downloads the plug binary for this system from PROFILE's agent (its get
-user, over the host key the profile pins), checks its SHA-256 against the
-SHA256SUMS the agent hands out, and replaces the plug binary that runs this
-command with it: the new file is written beside it and renamed over it, so
-the old one stays whole until the new one is complete and checked. On
-Windows the running plug.exe is first renamed to plug.exe.old (Windows does
-not let a running program be replaced), which the next update removes.
+Downloads the plug binary for this system from PROFILE's agent, gzipped
+(its get user, over the host key the profile pins), unpacks it, checks the
+SHA-256 of the binary against the SHA256SUMS the agent hands out, and
+replaces the plug binary that runs this command with it: the new file is
+written beside it and renamed over it, so the old one stays whole until the
+new one is complete and checked. On Windows the running plug.exe is first
+renamed to plug.exe.old (Windows does not let a running program be
+replaced), which the next update removes.
 
 When the digests differ, nothing is replaced: the download is removed and
 update fails. The agent's version is the one the new plug has: runs, doctor

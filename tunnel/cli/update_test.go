@@ -19,11 +19,12 @@ import (
 	"plug/tunnel/tunneltest"
 )
 
-// buildVersion builds plug stamped with version into dir/name.
-func buildVersion(t *testing.T, dir, name, version string) string {
+// buildVersion builds plug stamped with version into dir/name; ldflags
+// are more -X flags.
+func buildVersion(t *testing.T, dir, name, version string, ldflags ...string) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X plug/tunnel.Version="+version, "-o", out, "plug")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", strings.Join(append([]string{"-X plug/tunnel.Version=" + version}, ldflags...), " "), "-o", out, "plug")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build plug %s: %v\n%s", version, err, msg)
@@ -39,12 +40,13 @@ func updateWorld(t *testing.T, digest string) (cli, served string) {
 	store := newHome(t).store
 	bin := t.TempDir()
 	cli = buildVersion(t, t.TempDir(), "plug", "v1.0.0")
-	served = buildVersion(t, bin, "plug-"+runtime.GOOS+"-"+runtime.GOARCH, "v1.1.0")
+	served = buildVersion(t, t.TempDir(), "plug-"+runtime.GOOS+"-"+runtime.GOARCH, "v1.1.0")
+	data, err := os.ReadFile(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tunneltest.WriteBinary(t, bin, filepath.Base(served), data)
 	if digest == "" {
-		data, err := os.ReadFile(served)
-		if err != nil {
-			t.Fatal(err)
-		}
 		sum := sha256.Sum256(data)
 		digest = hex.EncodeToString(sum[:])
 	}

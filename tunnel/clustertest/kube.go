@@ -30,7 +30,11 @@ type Kube struct {
 	NodeIP     string // the node's address: apiserver, kubelet, NodePorts
 	NodeName   string
 
-	PlugImage     string // plug's own image, empty when it was not built
+	PlugImage string // plug's own image, empty when it was not built
+	// RegistryImage is plug's image index (linux/amd64 and arm64) in the
+	// node's registry, by tag (127.0.0.1:5123/plug:dev), empty when up.sh
+	// pushed none.
+	RegistryImage string
 	WorkloadImage string // testdata/workload's image (entrypoint /workload)
 	PauseImage    string
 
@@ -103,6 +107,7 @@ func loadKube(path string) (*Kube, error) {
 		NodeIP:        env["NODE_IP"],
 		NodeName:      env["NODE_NAME"],
 		PlugImage:     plugImage(env),
+		RegistryImage: env["PLUG_REGISTRY_IMAGE"],
 		WorkloadImage: workloadImage(env),
 		PauseImage:    env["PAUSE_IMAGE"],
 	}, nil

@@ -1,9 +1,13 @@
 // Package handout is what plug's agent hands out to the SSH user "get",
 // who needs no key: the installer, and the CLI binaries it downloads with
-// their SHA-256 digests.
+// their SHA-256 digests. The image stores the binaries gzipped: download-gz
+// hands one out as stored (the installer and plug update ask so), download
+// unpacked (plug versions from before download-gz ask so), and sha256 is
+// the digest of the unpacked binary.
 //
 //	ssh -p 2222 get@agent install | sh -s -- HOST PORT
 //	ssh -p 2222 get@agent install-windows | bash -s -- HOST PORT
+//	ssh -p 2222 get@agent download-gz linux-amd64 | gzip -d >plug
 //	ssh -p 2222 get@agent download linux-amd64 >plug
 //	ssh -p 2222 get@agent sha256 linux-amd64
 //
@@ -16,6 +20,7 @@ package handout
 
 import (
 	"bufio"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -49,20 +54,21 @@ const (
 	minGetRate       = 64 << 10         // bytes a second a download must average over each getRateWindow
 	getRateWindow    = 10 * time.Second
 	maxGetCommand    = 64        // bytes of an exec command
-	maxBinarySize    = 512 << 20 // a served binary larger than this is refused
+	maxBinarySize    = 512 << 20 // a served binary, gzipped or not, larger than this is refused
 	maxSumsSize      = 64 << 10  // SHA256SUMS larger than this is refused
 )
 
 const getUsage = `the get user runs one of:
   install                  the installer for macOS and Linux:  ... get@HOST install | sh -s -- HOST PORT
   install-windows          the installer for Git Bash:         ... get@HOST install-windows | bash -s -- HOST PORT
+  download-gz OS-ARCH      the plug binary, gzipped, e.g. download-gz linux-amd64
   download OS-ARCH         the plug binary, e.g. download linux-amd64
   sha256 OS-ARCH           its SHA-256, e.g. sha256 darwin-arm64
 OS is linux, darwin or windows; ARCH is amd64 or arm64.`
 
 // getCommand is a parsed exec command of the get user.
 type getCommand struct {
-	verb     string // install, install-windows, download, sha256
+	verb     string // install, install-windows, download, download-gz, sha256
 	platform string // os-arch, for download and sha256
 }
 
@@ -72,7 +78,7 @@ func parseGetCommand(line string) (getCommand, error) {
 	switch {
 	case len(f) == 1 && (f[0] == "install" || f[0] == "install-windows"):
 		return getCommand{verb: f[0]}, nil
-	case len(f) == 2 && (f[0] == "download" || f[0] == "sha256"):
+	case len(f) == 2 && (f[0] == "download" || f[0] == "download-gz" || f[0] == "sha256"):
 		if !knownPlatform(f[1]) {
 			return getCommand{}, fmt.Errorf("no plug binary for %q\n%s", f[1], getUsage)
 		}
@@ -89,8 +95,9 @@ func knownPlatform(p string) bool {
 // Server serves get connections. Set the exported fields, then call Serve
 // for each connection the agent has authenticated as User.
 type Server struct {
-	// BinDir holds the CLI binaries served, named plug-<os>-<arch>[.exe],
-	// and their SHA256SUMS.
+	// BinDir holds the CLI binaries served, gzipped, named
+	// plug-<os>-<arch>[.exe].gz, and the SHA256SUMS of the uncompressed
+	// binaries (named plug-<os>-<arch>[.exe]).
 	BinDir string
 	// PublicAddr is the host:port developers reach the agent by, if known;
 	// the installer uses it when it is not given one.
@@ -210,7 +217,7 @@ func (s *Server) run(conn ssh.Conn, w io.Writer, cut func(why string), line stri
 		return s.writeInstaller(w, false)
 	case "install-windows":
 		return s.writeInstaller(w, true)
-	case "download":
+	case "download", "download-gz":
 		network := s.networkOf(conn.RemoteAddr())
 		if err := s.takeSlot(network); err != nil {
 			return err
@@ -219,17 +226,19 @@ func (s *Server) run(conn ssh.Conn, w io.Writer, cut func(why string), line stri
 		rw := &rateWriter{w: w}
 		stop := rw.enforce(minGetRate, getRateWindow, cut)
 		defer stop()
-		return s.writeBinary(rw, cmd.platform)
+		return s.writeBinary(rw, cmd.platform, cmd.verb == "download-gz")
 	default:
 		return s.writeDigest(w, cmd.platform)
 	}
 }
 
-// writeBinary copies the binary for platform from BinDir.
-func (s *Server) writeBinary(w io.Writer, platform string) error {
-	f, err := os.Open(filepath.Join(s.BinDir, binaryName(platform)))
+// writeBinary copies the gzipped binary for platform from BinDir, as it is
+// stored when gzipped, else uncompressed.
+func (s *Server) writeBinary(w io.Writer, platform string, gzipped bool) error {
+	name := binaryName(platform) + ".gz"
+	f, err := os.Open(filepath.Join(s.BinDir, name))
 	if err != nil {
-		return fmt.Errorf("this agent has no plug binary for %s (%s is missing from its image)", platform, binaryName(platform))
+		return fmt.Errorf("this agent has no plug binary for %s (%s is missing from its image)", platform, name)
 	}
 	defer f.Close()
 	info, err := f.Stat()
@@ -239,7 +248,18 @@ func (s *Server) writeBinary(w io.Writer, platform string) error {
 	if !info.Mode().IsRegular() || info.Size() > maxBinarySize {
 		return fmt.Errorf("the plug binary for %s is not a file of at most %d MiB", platform, maxBinarySize>>20)
 	}
-	_, err = io.Copy(w, io.LimitReader(f, info.Size()))
+	if gzipped {
+		_, err = io.Copy(w, io.LimitReader(f, info.Size()))
+		return err
+	}
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s in the agent's image is not gzipped: %v", name, err)
+	}
+	n, err := io.Copy(w, io.LimitReader(z, maxBinarySize+1))
+	if err == nil && n > maxBinarySize {
+		err = fmt.Errorf("the plug binary for %s is larger than %d MiB", platform, maxBinarySize>>20)
+	}
 	return err
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 func FuzzParseGetCommand(f *testing.F) {
-	for _, s := range []string{"install", "install-windows", "download linux-amd64", "sha256 windows-arm64", "download ../../etc/passwd"} {
+	for _, s := range []string{"install", "install-windows", "download linux-amd64", "sha256 windows-arm64", "download-gz darwin-arm64", "download ../../etc/passwd"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
