@@ -187,7 +187,9 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 				// One name: look it up instead of reading the directory.
 				s.eof = true
 				if validComponent(s.pattern) == wire.StatusSuccess {
-					s.names = []string{s.pattern}
+					if name := entryNamed(o.fd, s.pattern); name != "" {
+						s.names = []string{name}
+					}
 				}
 				continue
 			}

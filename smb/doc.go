@@ -16,7 +16,10 @@
 // inside the root; one that leads out, an absolute name, or a ".." is
 // refused. Names are checked against the characters Windows forbids.
 // Files are created with the server process's uid and gid, mode 0666 and
-// directories 0777, less the process umask. Names are case-sensitive.
+// directories 0777, less the process umask. Names are case-insensitive
+// and case-preserving (see fold.go: Unicode simple case folding; of names
+// on disk that differ only in case, the exact spelling wins, else the
+// first in byte order).
 // The read-only attribute is the owner's write bit; the other DOS
 // attributes and a creation time a client sets live in the user.plug.dos
 // xattr (by default a leading dot means hidden). A security descriptor is

@@ -366,7 +366,7 @@ func (c *conn) create(r *request) uint32 {
 	if r.tree.ipc {
 		return wire.StatusObjectNameNotFound // no named pipes are served
 	}
-	path, status := parseName(q.name)
+	path, status := c.createPath(&q)
 	if status != wire.StatusSuccess {
 		return status
 	}
@@ -396,6 +396,16 @@ func (c *conn) create(r *request) uint32 {
 		return c.createAfterBreak(r, wait)
 	}
 	return c.createNow(r, &q, path)
+}
+
+// createPath is the path q names beneath the root, each component
+// spelled as the entry on disk it names (see fold).
+func (c *conn) createPath(q *createReq) (string, uint32) {
+	path, status := parseName(q.name)
+	if status != wire.StatusSuccess {
+		return "", status
+	}
+	return c.srv.root.fold(path), wire.StatusSuccess
 }
 
 // createNow opens path as q asks and appends the response.
@@ -431,7 +441,7 @@ func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
 			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
 		q, _ := parseCreate(msg)
-		path, _ := parseName(q.name)
+		path, _ := c.createPath(&q)
 		status := c.createNow(r2, &q, path)
 		var body func([]byte) []byte
 		if status == wire.StatusSuccess {
