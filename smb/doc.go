@@ -14,7 +14,10 @@
 // Every path a client names is resolved beneath the share's root with
 // openat2(RESOLVE_BENEATH): a symbolic link is followed only while it stays
 // inside the root; one that leads out, an absolute name, or a ".." is
-// refused. Names are checked against the characters Windows forbids.
+// refused. A link itself is what an open acts on when it asks for the
+// reparse point, asks for delete access without data access, or when the
+// link leads out or nowhere: it is listed as an empty file, gives no
+// access to data or attributes, and can be renamed and deleted. Names are checked against the characters Windows forbids.
 // Files are created with the server process's uid and gid, mode 0666 and
 // directories 0777, less the process umask. Names are case-insensitive
 // and case-preserving (see fold.go: Unicode simple case folding; of names

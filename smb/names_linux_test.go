@@ -119,3 +119,53 @@ except SessionError as e:
 		t.Errorf("DOCS holds %q, want %q", names, want)
 	}
 }
+
+// TestPodSymlinks: symbolic links made on disk (node_modules/.bin,
+// virtualenvs) are listed, dangling ones and ones that lead out of the
+// share too, and deleting one deletes the link, never what it leads to, so
+// a directory of links can be removed.
+func TestPodSymlinks(t *testing.T) {
+	s := startServer(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("outside the share"), 0644)
+	os.MkdirAll(filepath.Join(s.dir, "lib"), 0755)
+	os.WriteFile(filepath.Join(s.dir, "lib", "tool.js"), []byte("tool"), 0644)
+	os.MkdirAll(filepath.Join(s.dir, "bin"), 0755)
+	for link, target := range map[string]string{
+		"bin/tool":    "../lib/tool.js",
+		"bin/libdir":  "../lib",
+		"bin/gone":    "missing",
+		"bin/out":     filepath.Join(outside, "secret.txt"),
+		"bin/outdir":  outside,
+		"bin/loop":    "loop",
+		"single":      "lib/tool.js",
+		"single-gone": "nowhere",
+	} {
+		if err := os.Symlink(target, filepath.Join(s.dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := t.TempDir()
+	out := s.mustSmbclient(t, local, `ls bin\*`)
+	for _, name := range []string{"tool", "libdir", "gone", "out", "outdir", "loop"} {
+		if !strings.Contains(out, "  "+name+" ") {
+			t.Errorf("bin\\%s is not listed:\n%s", name, out)
+		}
+	}
+	if out, _ := s.smbclient(t, local, `get bin\out; get bin\outdir\secret.txt`); !strings.Contains(out, "NT_STATUS_ACCESS_DENIED") {
+		t.Errorf("a link out of the share was followed:\n%s", out)
+	}
+	// A link to a directory is listed as that directory (a client that
+	// deletes a tree descends into it); removing it removes the link.
+	s.mustSmbclient(t, local, `rmdir bin\libdir; del single; del single-gone; deltree bin`)
+	names, _ := readDir(t, s.dir)
+	if want := []string{"lib"}; !slices.Equal(names, want) {
+		t.Errorf("share holds %q after deleting the links, want %q", names, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.dir, "lib", "tool.js")); err != nil || string(b) != "tool" {
+		t.Errorf("what a deleted link led to is gone: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(outside, "secret.txt")); err != nil || string(b) != "outside the share" {
+		t.Errorf("the file outside the share changed: %q %v", b, err)
+	}
+}
