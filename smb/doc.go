@@ -61,6 +61,8 @@
 //   - open files per connection: maxOpens (16384)
 //   - sessions per connection: maxSessions (16); tree connects per
 //     session: maxTrees (64)
+//   - directories watched with inotify for CHANGE_NOTIFY, server-wide:
+//     maxFSWatches (8192); beyond them changes made on disk are not told
 //   - pending CHANGE_NOTIFY and blocking LOCK requests per connection:
 //     maxPending (256)
 //

@@ -944,7 +944,13 @@ func (c *conn) release(o *open) {
 			delete(ft.nodes, n.key)
 		}
 	}
+	// A directory whose delete is pending while others hold it open: their
+	// watches are told (and the directory goes when they close).
+	watched := n != nil && n.isDir && n.deletePending && len(n.opens) > 0
 	ft.mu.Unlock()
+	if watched {
+		c.srv.dirGone(n, "")
+	}
 	for _, w := range waits {
 		w.op.complete(wire.StatusRangeNotLocked, nil)
 	}
