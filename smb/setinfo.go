@@ -352,5 +352,9 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 		c.srv.notifyChange(src, notifyRemoved, o.isDir)
 		c.srv.notifyChange(target, notifyAdded, o.isDir)
 	}
+	if !o.isDir {
+		// As on Windows, where a renamed file gets the archive attribute.
+		c.srv.notifyFiltered(target, notifyModified, false, filterAttributes)
+	}
 	return wire.StatusSuccess
 }
