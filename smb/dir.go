@@ -187,7 +187,9 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 				// One name: look it up instead of reading the directory.
 				s.eof = true
 				if validComponent(s.pattern) == wire.StatusSuccess {
-					s.names = []string{s.pattern}
+					if name := entryNamed(o.fd, s.pattern); name != "" {
+						s.names = []string{name}
+					}
 				}
 				continue
 			}
@@ -215,18 +217,21 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 		if err != nil {
 			continue
 		}
-		if st.mode&unix.S_IFMT == unix.S_IFLNK {
-			// Shown as what it points to, or not at all when that is
-			// outside the root or missing.
+		link := st.mode&unix.S_IFMT == unix.S_IFLNK
+		if link {
+			// Shown as what it points to; when that is missing or outside
+			// the root, as an empty file that can be deleted.
 			p := name
 			if dirPath != "" {
 				p = dirPath + "/" + name
 			}
-			if st, err = c.srv.root.statPath(p); err != nil {
-				continue
+			if to, err := c.srv.root.statPath(p); err == nil {
+				st, link = to, false
+			} else {
+				st.size, st.alloc = 0, 0
 			}
 		}
-		if !st.isDir() && !st.isReg() {
+		if !st.isDir() && !st.isReg() && !link {
 			continue
 		}
 		return name, st, true, wire.StatusSuccess

@@ -14,9 +14,15 @@
 // Every path a client names is resolved beneath the share's root with
 // openat2(RESOLVE_BENEATH): a symbolic link is followed only while it stays
 // inside the root; one that leads out, an absolute name, or a ".." is
-// refused. Names are checked against the characters Windows forbids.
+// refused. A link itself is what an open acts on when it asks for the
+// reparse point, asks for delete access without data access, or when the
+// link leads out or nowhere: it is listed as an empty file, gives no
+// access to data or attributes, and can be renamed and deleted. Names are checked against the characters Windows forbids.
 // Files are created with the server process's uid and gid, mode 0666 and
-// directories 0777, less the process umask. Names are case-sensitive.
+// directories 0777, less the process umask. Names are case-insensitive
+// and case-preserving (see fold.go: Unicode simple case folding; of names
+// on disk that differ only in case, the exact spelling wins, else the
+// first in byte order).
 // The read-only attribute is the owner's write bit; the other DOS
 // attributes and a creation time a client sets live in the user.plug.dos
 // xattr (by default a leading dot means hidden). A security descriptor is
@@ -55,6 +61,8 @@
 //   - open files per connection: maxOpens (16384)
 //   - sessions per connection: maxSessions (16); tree connects per
 //     session: maxTrees (64)
+//   - directories watched with inotify for CHANGE_NOTIFY, server-wide:
+//     maxFSWatches (8192); beyond them changes made on disk are not told
 //   - pending CHANGE_NOTIFY and blocking LOCK requests per connection:
 //     maxPending (256)
 //

@@ -43,6 +43,10 @@ type notifyWatch struct {
 	events   []notifyEvent
 	overflow bool
 	waiting  []*notifyWait // pending requests, oldest first
+	// fsDirs are the directories watched with inotify for it; gone is set
+	// once its directory is deleted or its delete is pending.
+	fsDirs []string
+	gone   bool
 }
 
 type notifyEvent struct {
@@ -80,19 +84,34 @@ func (c *conn) changeNotify(r *request) uint32 {
 	if o.access&accReadData == 0 {
 		return wire.StatusAccessDenied
 	}
+	c.srv.files.mu.Lock()
+	dir, pending := o.node.path, o.node.deletePending
+	c.srv.files.mu.Unlock()
+	if pending {
+		return wire.StatusDeletePending
+	}
 	w := &c.srv.watches
 	w.mu.Lock()
 	o.mu.Lock()
 	nw := o.notify
 	if nw == nil {
-		nw = &notifyWatch{o: o, dir: o.node.path, tree: flags&watchTree != 0, filter: filter}
+		nw = &notifyWatch{o: o, dir: dir, tree: flags&watchTree != 0, filter: filter}
 		o.notify = nw
 		if w.all == nil {
 			w.all = map[*notifyWatch]struct{}{}
 		}
 		w.all[nw] = struct{}{}
+		o.mu.Unlock()
+		w.mu.Unlock()
+		c.srv.fsWatchFor(nw)
+		w.mu.Lock()
+		o.mu.Lock()
 	}
 	o.mu.Unlock()
+	if nw.gone {
+		w.mu.Unlock()
+		return wire.StatusDeletePending
+	}
 	if len(nw.waiting) == 0 && (len(nw.events) > 0 || nw.overflow) {
 		st, body := nw.take(limit)
 		w.mu.Unlock()
@@ -179,16 +198,67 @@ func (w *watches) end(nw *notifyWatch, wait *notifyWait, status uint32) {
 // cleanup ends a watch whose open closes: its waiting request completes
 // with STATUS_NOTIFY_CLEANUP.
 func (nw *notifyWatch) cleanup() {
-	w := &nw.o.conn.srv.watches
+	srv := nw.o.conn.srv
+	w := &srv.watches
 	w.mu.Lock()
 	delete(w.all, nw)
-	waiting := nw.waiting
-	nw.waiting = nil
+	waiting, dirs := nw.waiting, nw.fsDirs
+	nw.waiting, nw.fsDirs = nil, nil
 	w.mu.Unlock()
+	for _, d := range dirs {
+		srv.fsRelease(d)
+	}
 	for _, wait := range waiting {
 		wait.op.complete(wire.StatusNotifyCleanup, nil)
 	}
 }
+
+// fsWatchFor watches nw's directory (and its tree) with inotify, unless
+// nw ended meanwhile.
+func (s *Server) fsWatchFor(nw *notifyWatch) {
+	var dirs []string
+	if s.fsAdd(nw.dir) {
+		dirs = append(dirs, nw.dir)
+		if nw.tree {
+			dirs = append(dirs, s.fsAddTree(nw.dir)...)
+		}
+	}
+	w := &s.watches
+	w.mu.Lock()
+	_, live := w.all[nw]
+	if live {
+		nw.fsDirs = append(nw.fsDirs, dirs...)
+	}
+	w.mu.Unlock()
+	if !live {
+		for _, d := range dirs {
+			s.fsRelease(d)
+		}
+	}
+}
+
+// dirGone ends the waiting requests of the watches of the directories
+// the node n (whose delete is pending) or the path dir (deleted on disk)
+// names, with STATUS_DELETE_PENDING, as later requests of them end.
+func (s *Server) dirGone(n *fileNode, dir string) {
+	w := &s.watches
+	w.mu.Lock()
+	var waiting []*notifyWait
+	for nw := range w.all {
+		if n != nil && nw.o.node == n || n == nil && nw.dir == dir {
+			nw.gone = true
+			waiting = append(waiting, nw.waiting...)
+			nw.waiting = nil
+		}
+	}
+	w.mu.Unlock()
+	for _, wait := range waiting {
+		wait.op.complete(wire.StatusDeletePending, nil)
+	}
+}
+
+// watchedGone is dirGone for a directory deleted on disk.
+func (s *Server) watchedGone(dir string) { s.dirGone(nil, dir) }
 
 // notifyChange tells the watches of the directories that see path that
 // it changed.
@@ -199,6 +269,15 @@ func (s *Server) notifyChange(path string, action uint32, isDir bool) {
 // notifyFiltered is notifyChange for a change that only filter (when
 // set) selects: a size, an attribute, a time.
 func (s *Server) notifyFiltered(path string, action uint32, isDir bool, filter uint32) {
+	if action != notifyModified {
+		s.fsTold(path, action)
+	}
+	s.tell(path, action, isDir, filter)
+}
+
+// tell tells the watches that see path of a change, made by the server
+// or on disk.
+func (s *Server) tell(path string, action uint32, isDir bool, filter uint32) {
 	if filter == 0 {
 		filter = filterFileName
 		if isDir {

@@ -366,7 +366,7 @@ func (c *conn) create(r *request) uint32 {
 	if r.tree.ipc {
 		return wire.StatusObjectNameNotFound // no named pipes are served
 	}
-	path, status := parseName(q.name)
+	path, status := c.createPath(&q)
 	if status != wire.StatusSuccess {
 		return status
 	}
@@ -396,6 +396,16 @@ func (c *conn) create(r *request) uint32 {
 		return c.createAfterBreak(r, wait)
 	}
 	return c.createNow(r, &q, path)
+}
+
+// createPath is the path q names beneath the root, each component
+// spelled as the entry on disk it names (see fold).
+func (c *conn) createPath(q *createReq) (string, uint32) {
+	path, status := parseName(q.name)
+	if status != wire.StatusSuccess {
+		return "", status
+	}
+	return c.srv.root.fold(path), wire.StatusSuccess
 }
 
 // createNow opens path as q asks and appends the response.
@@ -431,7 +441,7 @@ func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
 			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
 		q, _ := parseCreate(msg)
-		path, _ := parseName(q.name)
+		path, _ := c.createPath(&q)
 		status := c.createNow(r2, &q, path)
 		var body func([]byte) []byte
 		if status == wire.StatusSuccess {
@@ -445,8 +455,22 @@ func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 // openPath opens or creates path as q asks and registers the open.
 func (c *conn) openPath(r *request, q *createReq, path string) (*open, fileStat, uint32, uint32) {
 	root := c.srv.root
+	// A symbolic link is followed while it stays beneath the root, but is
+	// itself what an open acts on when the client asks for that (open
+	// reparse point), when it asks to delete or rename without touching
+	// data, and when the link leads nowhere in the share (missing, out,
+	// or a loop): such links can be listed, renamed and deleted.
+	flags := unix.O_PATH
+	if q.Options&optReparsePoint != 0 || mapGeneric(q.Access)&accDelete != 0 && mapGeneric(q.Access)&linkDenied == 0 {
+		flags |= unix.O_NOFOLLOW
+	}
 	for attempt := 0; ; attempt++ {
-		fd0, err := root.open(path, unix.O_PATH, 0)
+		fd0, err := root.open(path, flags, 0)
+		if err == unix.ENOENT || err == unix.EXDEV || err == unix.ELOOP {
+			if fd, err2 := root.open(path, unix.O_PATH|unix.O_NOFOLLOW, 0); err2 == nil {
+				fd0, err = fd, nil
+			}
+		}
 		if err == nil {
 			st, err := fstat(fd0)
 			if err != nil {
@@ -523,7 +547,8 @@ func grant(asked, max uint32) (uint32, bool) {
 }
 
 func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *fileStat) (*open, uint32, uint32) {
-	if !st.isDir() && !st.isReg() {
+	link := st.mode&unix.S_IFMT == unix.S_IFLNK
+	if !st.isDir() && !st.isReg() && !link {
 		return nil, 0, wire.StatusAccessDenied // devices, pipes and sockets are not served
 	}
 	action := uint32(actionOpened)
@@ -542,10 +567,15 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 		if action != actionOpened {
 			return nil, 0, wire.StatusInvalidParameter
 		}
-	} else if q.Options&optDirectory != 0 {
+	} else if q.Options&optDirectory != 0 && !link {
 		return nil, 0, wire.StatusNotADirectory
 	}
 	max := maxAccess(fd0, st)
+	if link {
+		// Neither the link's data nor its attributes: it may only be
+		// looked at, renamed and deleted.
+		max = fileAllAccess &^ (linkDenied | accWriteAttr | accWriteEA | accWriteDAC | accWriteOwner)
+	}
 	access, ok := grant(q.Access, max)
 	if !ok {
 		return nil, 0, wire.StatusAccessDenied
@@ -567,7 +597,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 		if access&(accReadData|accExecute) == 0 && max&accReadData == 0 {
 			flags = unix.O_WRONLY
 		}
-	case access&(accReadData|accExecute) == 0:
+	case access&(accReadData|accExecute) == 0 || link:
 		flags = -1 // only attributes: keep an O_PATH descriptor
 	}
 	var err error
@@ -594,6 +624,9 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 	c.addOpen(o)
 	return o, action, wire.StatusSuccess
 }
+
+// linkDenied is the access to data no open of a symbolic link itself has.
+const linkDenied = accReadData | accWriteData | accAppendData | accExecute
 
 // createNew creates path as a file or, with optDirectory, a directory.
 func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat, uint32) {
@@ -911,7 +944,13 @@ func (c *conn) release(o *open) {
 			delete(ft.nodes, n.key)
 		}
 	}
+	// A directory whose delete is pending while others hold it open: their
+	// watches are told (and the directory goes when they close).
+	watched := n != nil && n.isDir && n.deletePending && len(n.opens) > 0
 	ft.mu.Unlock()
+	if watched {
+		c.srv.dirGone(n, "")
+	}
 	for _, w := range waits {
 		w.op.complete(wire.StatusRangeNotLocked, nil)
 	}
@@ -936,6 +975,13 @@ func (r *rootFS) remove(path string, key fileKey, dir bool) error {
 	st, err := lstatAt(dfd, base)
 	if err != nil {
 		return err
+	}
+	if st.key() != key && st.mode&unix.S_IFMT == unix.S_IFLNK {
+		// Opened through the link: the link is what goes, not the file
+		// it leads to.
+		if to, err := r.statPath(path); err == nil && to.key() == key {
+			return unix.Unlinkat(dfd, base, 0)
+		}
 	}
 	if st.key() != key {
 		return unix.ENOENT

@@ -60,6 +60,7 @@ type Server struct {
 
 	files   fileTable
 	watches watches
+	fsw     fsWatch
 }
 
 // New checks cfg and opens its directory.
@@ -221,6 +222,7 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.nc.Close()
 	}
+	s.fsClose()
 	return nil
 }
 

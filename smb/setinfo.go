@@ -274,6 +274,7 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	root := c.srv.root
 	sdir, sbase := splitPath(src)
 	ddir, dbase := splitPath(target)
+	ddir = root.fold(ddir)
 	sfd, err := root.openDir(sdir)
 	if err != nil {
 		return ntStatus(err)
@@ -284,6 +285,24 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 		return wire.StatusObjectPathNotFound
 	}
 	defer unix.Close(dfd)
+	// The target names an entry case-insensitively: a case variant of the
+	// file's own name only changes its case; another file's is the file
+	// replaced (or the collision).
+	if on := entryNamed(dfd, dbase); on != "" {
+		switch {
+		case ddir != sdir || on != sbase:
+			dbase = on
+		case link:
+			return wire.StatusObjectNameCollision
+		case on == dbase:
+			return wire.StatusSuccess
+		}
+	}
+	if ddir == "" {
+		target = dbase
+	} else {
+		target = ddir + "/" + dbase
+	}
 	// As on Windows and Samba: the directory renamed into must not be
 	// open with delete access.
 	if dst, err := fstat(dfd); err == nil && ft.openWith(dst.key(), accDelete) {
@@ -332,6 +351,10 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	} else {
 		c.srv.notifyChange(src, notifyRemoved, o.isDir)
 		c.srv.notifyChange(target, notifyAdded, o.isDir)
+	}
+	if !o.isDir {
+		// As on Windows, where a renamed file gets the archive attribute.
+		c.srv.notifyFiltered(target, notifyModified, false, filterAttributes)
 	}
 	return wire.StatusSuccess
 }
