@@ -222,10 +222,33 @@ push_plug_image() {
 	}
 	sum=$(sha256sum "$oci" | cut -d' ' -f1)
 	[ "$(cat "$mark" 2>/dev/null)" != "$sum" ] || return 0
-	"$REPO/build.sh" push "$PLUG_REGISTRY_IMAGE" >"$LOGS/push.log" 2>&1 ||
-		die "could not push $oci to $PLUG_REGISTRY_IMAGE; see $LOGS/push.log"
+	registry_variant "$REPO/dist/plug-image.tar" "$STATE/registry/plug-image.tar" ||
+		die "could not make the registry's copy of $REPO/dist/plug-image.tar"
+	skopeo copy --dest-tls-verify=false "docker-archive:$STATE/registry/plug-image.tar" "docker://$PLUG_REGISTRY_IMAGE" >"$LOGS/push.log" 2>&1 ||
+		die "could not push to $PLUG_REGISTRY_IMAGE; see $LOGS/push.log"
+	rm -f "$STATE/registry/plug-image.tar"
 	echo "$sum" >"$mark"
 	say "pushed $PLUG_REGISTRY_IMAGE"
+}
+
+# registry_variant writes to OUT the Docker archive IN with one label added
+# to its config, so that the image pulled from the node's registry has an
+# image ID of its own. The node's containerd (1.6) stops resolving an
+# imported tag (plug:dev) once an image of the same ID has been pulled under
+# another name, and every later pod of plug:dev then fails to pull.
+registry_variant() {
+	work=$(mktemp -d)
+	tar -C "$work" -xf "$1" || { rm -rf "$work"; return 1; }
+	old=$(sed -n 's/.*"Config":"\([0-9a-f]*\)\.json".*/\1/p' "$work/manifest.json")
+	sed 's/"config":{/"config":{"Labels":{"dev.plug.test.copy":"registry"},/' "$work/$old.json" >"$work/new.json"
+	new=$(sha256sum "$work/new.json" | cut -d' ' -f1)
+	mv "$work/new.json" "$work/$new.json"
+	rm "$work/$old.json"
+	sed -i "s/$old/$new/" "$work/manifest.json"
+	(cd "$work" && tar --owner=0 --group=0 --numeric-owner -cf "$2" manifest.json "$new.json" $(ls -d */))
+	rc=$?
+	rm -rf "$work"
+	return $rc
 }
 
 node_ready() {
