@@ -95,15 +95,7 @@ func (p *refusingUDP) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Serve
 // hands over the flows the agent opens to it, as a hostile client could.
 func rawUDPServer(t *testing.T, addr string, hostKey ssh.PublicKey, signer ssh.Signer) <-chan ssh.NewChannel {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, chans, reqs, err := ssh.NewClientConn(nc, addr, &ssh.ClientConfig{User: "dev", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(hostKey), Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn, chans, reqs := sshFrom(t, addr, hostKey, signer)
 	go ssh.DiscardRequests(reqs)
 	ok, _, err := conn.SendRequest("datagram-forward@plug", true, ssh.Marshal(struct {
 		Addr string
