@@ -37,6 +37,9 @@ const (
 	auditFlushEvery = time.Second
 	// auditTries bounds the writes of one batch that meet a conflict.
 	auditTries = 8
+	// auditBackoffMax bounds the wait after a failed write before the
+	// next try, doubling from auditFlushEvery.
+	auditBackoffMax = 5 * time.Minute
 )
 
 // ErrAuditConflict is a slot written by another replica since it was read.
@@ -68,6 +71,8 @@ type AuditKeeper struct {
 	queue   [][]byte
 	dropped int
 	logged  string // the last failure logged: only changes are logged
+	backoff time.Duration
+	retryAt time.Time // no write before, after a failure
 
 	cur  int // the current slot, once ring is read
 	ring []slot
@@ -107,13 +112,19 @@ func (k *AuditKeeper) Run(ctx context.Context) {
 			k.Flush(last)
 			return
 		case <-t.C:
-			k.Flush(ctx)
+			k.mu.Lock()
+			wait := time.Now().Before(k.retryAt)
+			k.mu.Unlock()
+			if !wait {
+				k.Flush(ctx)
+			}
 		}
 	}
 }
 
 // Flush writes the queued lines now. Lines that cannot be written are
-// kept for the next flush, within the queue's bound.
+// kept for the next flush, within the queue's bound, and Run waits
+// longer before each next try.
 func (k *AuditKeeper) Flush(ctx context.Context) {
 	k.mu.Lock()
 	batch, dropped := k.queue, k.dropped
@@ -137,8 +148,11 @@ func (k *AuditKeeper) Flush(ctx context.Context) {
 			k.logf("the audit trail cannot be written to the cluster (%v); the lines wait, and stay in this agent's log", err)
 			k.logged = msg
 		}
+		k.backoff = min(max(2*k.backoff, auditFlushEvery), auditBackoffMax)
+		k.retryAt = time.Now().Add(k.backoff)
 		return
 	}
+	k.backoff, k.retryAt = 0, time.Time{}
 	if k.logged != "" {
 		k.logf("the audit trail is written to the cluster again")
 		k.logged = ""
