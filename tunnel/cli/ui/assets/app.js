@@ -13,6 +13,24 @@ function el(tag, text, attrs) {
   return e;
 }
 
+// rowsOr is rows, or one row saying none when there are none.
+function rowsOr(rows, none, columns) {
+  if (rows.length > 0) return rows;
+  const tr = el("tr");
+  tr.append(el("td", none, { colspan: String(columns), class: "empty" }));
+  return [tr];
+}
+
+// fill replaces the rows of a table's body, and labels each cell with
+// its column's heading, which a narrow window (200 % zoom) shows beside it.
+function fill(tbody, rows) {
+  const heads = [...tbody.closest("table").querySelectorAll("thead th")].map((th) => th.textContent);
+  for (const tr of rows) {
+    [...tr.cells].forEach((td, i) => { if (td.colSpan === 1) td.dataset.label = heads[i] || ""; });
+  }
+  tbody.replaceChildren(...rows);
+}
+
 function when(t) {
   if (!t || t.startsWith("0001-")) return "";
   return new Date(t).toLocaleString();
@@ -165,9 +183,8 @@ function renderAgent(s) {
 
 function renderRuns(s) {
   $("runs-note").textContent = s.runs_error ? "cannot ask who is plugged in: " + s.runs_error :
-    s.runs.length === 0 ? (s.all ? "Nobody is plugged in." : "No run of your key is plugged in (you see your own runs only).") :
-    s.all ? "" : "These are your key's runs only: members (admission by approval) and admins see everyone's.";
-  keepFocus(() => $("runs-body").replaceChildren(...s.runs.map((r) => {
+    s.all ? "" : "You see your key's runs only: members (admission by approval) and admins see everyone's.";
+  keepFocus(() => fill($("runs-body"), rowsOr(s.runs.map((r) => {
     const tr = el("tr", null, { "data-run": r.run });
     tr.append(el("td", r.user + (r.comment ? ` (${r.comment})` : "")));
     tr.append(el("td", short(r.key), { class: "mono", title: r.key }));
@@ -187,7 +204,7 @@ function renderRuns(s) {
     act.append(b);
     tr.append(act);
     return tr;
-  })));
+  }), s.all ? "Nobody is plugged in." : "No run of your key is plugged in.", 8)));
 }
 
 function memberButton(text, op, key, user, withReason, danger) {
@@ -205,7 +222,7 @@ function renderPeople(s) {
   $("people-note").textContent = s.members_error || "";
   const l = s.members || {};
   keepFocus(() => {
-    $("pending-body").replaceChildren(...(l.pending || []).map((p) => {
+    fill($("pending-body"), rowsOr((l.pending || []).map((p) => {
       const tr = el("tr", null, { "data-key": p.key });
       tr.append(el("td", p.key, { class: "mono" }), el("td", p.user), el("td", p.from), el("td", when(p.last)));
       const act = el("td");
@@ -213,8 +230,8 @@ function renderPeople(s) {
         memberButton("Refuse", "refuse", p.key, p.user, false, true));
       tr.append(act);
       return tr;
-    }));
-    $("members-body").replaceChildren(...(l.members || []).map((m) => {
+    }), "No pending request.", 5));
+    fill($("members-body"), (l.members || []).map((m) => {
       const tr = el("tr", null, { "data-key": m.key });
       tr.append(el("td", m.key, { class: "mono" }), el("td", m.user), el("td", m.comment || ""),
         el("td", m.by), el("td", when(m.since)));
@@ -276,7 +293,7 @@ function showAudit(events) {
     if (e.event === "name.served") r.names.push(`${e.name}:${e.port} ${e.mode} from ${when(e.time)}`);
     if (!r.opened) r.first = r.first || e.time;
   }
-  $("audit-body").replaceChildren(...[...runs.values()].map((r) => {
+  fill($("audit-body"), rowsOr([...runs.values()].map((r) => {
     const tr = el("tr", null, { "data-run": r.run });
     let how = r.how || (r.ended ? "" : "not ended yet");
     if (r.by) how += ` by ${r.by}`;
@@ -285,10 +302,11 @@ function showAudit(events) {
       el("td", when(r.opened || r.first), { "data-opened": r.opened || "" }), el("td", when(r.ended), { "data-ended": r.ended || "" }),
       el("td", how), el("td", r.names.join("; ")));
     return tr;
-  }));
+  }), "No run found.", 7));
   $("audit-other").replaceChildren(...other.map((e) =>
     el("li", `${when(e.time)} ${e.event} ${e.user || ""} ${e.key || ""} ${e.by ? "by " + e.by : ""} ${e.reason || ""}`)));
-  $("audit-note").textContent = `${runs.size} runs and ${other.length} other events found.`;
+  const n = (k, what) => `${k} ${what}${k === 1 ? "" : "s"}`;
+  $("audit-note").textContent = `Found ${n(runs.size, "run")} and ${n(other.length, "other event")}.`;
 }
 
 function connect() {
