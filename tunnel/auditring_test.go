@@ -3,12 +3,17 @@ package tunnel_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"plug/keys"
 	"plug/tunnel"
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
 
 // memSlots keeps audit slots in memory, versioned as the cluster does.
@@ -129,5 +134,59 @@ func TestSearchFindsRunByNameAndTime(t *testing.T) {
 		if got := runs(c.q); got != c.want {
 			t.Errorf("%+v found %q, want %q", c.q, got, c.want)
 		}
+	}
+}
+
+// ringPlatform is the test platform keeping an audit ring, as the
+// Kubernetes one does.
+type ringPlatform struct {
+	*tunneltest.Platform
+	*memSlots
+}
+
+// The audit search over the tunnel: an overseer finds a run that served
+// web, whole (opened, name, ended); a plain key is refused; an agent
+// whose platform keeps no ring says so.
+func TestAuditSearchOverTheTunnel(t *testing.T) {
+	platform := ringPlatform{tunneltest.NewPlatform(), &memSlots{}}
+	admin, _ := newKey(t)
+	dev, _ := newKey(t)
+	keeper := tunnel.NewAuditKeeper(platform, t.Logf)
+	addr, host, _ := tunneltest.StartAgent(t, platform, func(a *tunnel.Agent) {
+		a.Keys, a.Audit = tunneltest.Overseers{keys.Fingerprint(admin.PublicKey())}, keeper.Add
+	})
+	ctx := ctxFor(t, 30*time.Second)
+	s, _ := connect(t, addr, host, dev, tunnel.RunInfo{ID: "run-serving-web", Serves: true})
+	if _, err := s.Serve(ctx, "web", 80, echoServer(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	q := tunnel.AuditQuery{Name: "web", Since: time.Now().Add(-time.Minute)}
+	adminCfg := tunnel.ClientConfig{Addr: addr, User: "admin", Signer: admin, HostKey: host}
+	var found []string
+	clustertest.Until(t, clustertest.Settle, "the run whole in the search", func() bool {
+		keeper.Flush(ctx)
+		events, err := tunnel.SearchAudit(ctx, adminCfg, q)
+		found = nil
+		for _, e := range events {
+			if e.Run == "run-serving-web" {
+				found = append(found, e.Event)
+			}
+		}
+		return err == nil && slices.Contains(found, tunnel.AuditRunOpened) && slices.Contains(found, tunnel.AuditNameServed) &&
+			slices.Contains(found, tunnel.AuditRunEnded)
+	})
+	if events, err := tunnel.SearchAudit(ctx, adminCfg, tunnel.AuditQuery{Name: "cart"}); err != nil || len(events) != 0 {
+		t.Errorf("a search for a name nobody served: %v, %v", events, err)
+	}
+	devCfg := tunnel.ClientConfig{Addr: addr, User: "dev", Signer: dev, HostKey: host}
+	if _, err := tunnel.SearchAudit(ctx, devCfg, q); err == nil || !strings.Contains(err.Error(), "only members") {
+		t.Errorf("a plain key's search: %v", err)
+	}
+	plain, plainHost, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.Keys = tunneltest.Overseers{keys.Fingerprint(admin.PublicKey())}
+	})
+	if _, err := tunnel.SearchAudit(ctx, tunnel.ClientConfig{Addr: plain, User: "admin", Signer: admin, HostKey: plainHost}, q); err == nil || !strings.Contains(err.Error(), "log only") {
+		t.Errorf("a search of an agent keeping no ring: %v", err)
 	}
 }

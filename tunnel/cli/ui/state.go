@@ -160,27 +160,38 @@ func (h *hub) readWho(ctx context.Context) {
 	h.state.Runs, h.state.All, h.state.RunsError = runs, all, ""
 }
 
-// readMembers reads the members when the agent admits by approval.
+// readMembers reads the members when the agent admits by approval, or
+// does not say (an agent older than the field): its refusal then means
+// open admission, and the page shows no people.
 func (h *hub) readMembers(ctx context.Context) {
 	h.mu.Lock()
-	invite := h.state.Agent != nil && h.state.Agent.Admission == tunnel.AdmissionInvite
+	admission, known := "", h.state.Agent != nil
+	if known {
+		admission = h.state.Agent.Admission
+	}
 	h.mu.Unlock()
-	if !invite {
-		h.mu.Lock()
-		h.state.Members, h.state.MembersError = nil, ""
-		h.mu.Unlock()
+	if !known || admission == tunnel.AdmissionOpen {
+		h.setMembers(nil, "")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
 	l, _, err := h.s.agent.Members(ctx, "list", "", "")
+	switch {
+	case err == nil:
+		h.setMembers(&l, "")
+	case admission == tunnel.AdmissionInvite:
+		h.setMembers(nil, err.Error())
+	default:
+		h.setMembers(nil, "")
+	}
+}
+
+// setMembers sets the members of the state, or why they are unknown.
+func (h *hub) setMembers(l *tunnel.MemberList, why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err != nil {
-		h.state.Members, h.state.MembersError = nil, err.Error()
-		return
-	}
-	h.state.Members, h.state.MembersError = &l, ""
+	h.state.Members, h.state.MembersError = l, why
 }
 
 // send sends the state to every page when it changed.

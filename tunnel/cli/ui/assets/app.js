@@ -216,7 +216,7 @@ function memberButton(text, op, key, user, withReason, danger) {
 }
 
 function renderPeople(s) {
-  const invite = s.agent && s.agent.admission === "invite";
+  const invite = !!s.members || !!(s.agent && s.agent.admission === "invite");
   $("people").hidden = !invite;
   if (!invite) return;
   $("people-note").textContent = s.members_error || "";
