@@ -32,7 +32,8 @@
 #   ./build.sh vet          go vet for linux, darwin and windows
 #   ./build.sh test         the whole test suite on a real local Kubernetes and
 #                           Docker Swarm: installs what is missing (the SMB
-#                           clients: testdata/smb/deps.sh), starts both,
+#                           clients: testdata/smb/deps.sh; Chromium for the
+#                           page: testdata/ui/deps.sh), starts both,
 #                           runs every test, tears both down (run as root);
 #                           PLUG_TEST_LOAD=N runs N busy CPU workers beside
 #                           it all, so that a test that passes only on a
@@ -336,13 +337,14 @@ test_all() {
 	load_start
 	trap 'load_stop' EXIT
 	testdata/smb/deps.sh
+	testdata/ui/deps.sh
 	image
 	testdata/cluster/up.sh
 	testdata/swarm/up.sh
 	trap 'load_stop; clusters_down || exit 1' EXIT
 	vet
 	go test -count=1 -timeout 30m ./...
-	for m in testdata/workload testdata/cluster testdata/swarm testdata/bench; do
+	for m in testdata/workload testdata/cluster testdata/swarm testdata/bench testdata/ui; do
 		(cd "$m" && go test -count=1 -timeout 30m ./...)
 	done
 }

@@ -191,6 +191,10 @@ func (dc *devConn) handleControl(typ string, frame []byte) error {
 		})
 	case typeVolume:
 		go dc.answerVolume(frame)
+	case typeAudit:
+		return handleMsg(frame, decodeMsg[auditMsg], func(m auditMsg) {
+			dc.answer(auditMsg{Error: busyText}, func() { dc.answerAudit(m) })
+		})
 	case typeAgentUpdate:
 		return handleMsg(frame, decodeMsg[agentUpdateMsg], func(m agentUpdateMsg) {
 			dc.answer(agentUpdateMsg{Done: true, Error: busyText}, func() { dc.answerAgentUpdate(m) })

@@ -37,19 +37,27 @@ func (dc *devConn) answerWho() {
 		return
 	}
 	runs := mergeRuns(recs)
-	runs = runs[:min(len(runs), maxWhoRuns)]
+	sendParts(runs[:min(len(runs), maxWhoRuns)], func(part []Plugged, more bool) {
+		dc.sendControl(whoMsg{Runs: part, All: all, More: more})
+	})
+}
+
+// sendParts sends items in as many parts as a control message's size
+// needs (at least one, maybe empty): more is set on every part but the
+// last.
+func sendParts[T any](items []T, send func(part []T, more bool)) {
 	for {
 		n, size := 0, 0
-		for n < len(runs) && (n == 0 || size+jsonSize(runs[n]) <= partBudget) {
-			size += jsonSize(runs[n])
+		for n < len(items) && (n == 0 || size+jsonSize(items[n]) <= partBudget) {
+			size += jsonSize(items[n])
 			n++
 		}
-		more := n < len(runs)
-		dc.sendControl(whoMsg{Runs: runs[:n], All: all, More: more})
+		more := n < len(items)
+		send(items[:n], more)
 		if !more {
 			return
 		}
-		runs = runs[n:]
+		items = items[n:]
 	}
 }
 

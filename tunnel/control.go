@@ -150,6 +150,7 @@ func (volumeMsg) controlType() string      { return typeVolume }
 func (volumeReadyMsg) controlType() string { return typeVolumeReady }
 func (whoMsg) controlType() string         { return typeWho }
 func (endMsg) controlType() string         { return typeEnd }
+func (auditMsg) controlType() string       { return typeAudit }
 
 // encodeFrame returns m as one frame: length, then the JSON object with its
 // "type" field.

@@ -41,7 +41,16 @@ type statusMsg struct {
 	Refusing    string        `json:"refusing,omitempty"` // why it refuses runs; "" when it serves them
 	Rights      []statusRight `json:"rights,omitempty"`
 	RightsError string        `json:"rights_error,omitempty"` // why the rights could not be checked
+	// Admission is AdmissionInvite or AdmissionOpen; "" from an agent
+	// older than the field.
+	Admission string `json:"admission,omitempty"`
 }
+
+// Admission modes (AgentStatus.Admission).
+const (
+	AdmissionInvite = "invite" // only the keys a member accepted get in
+	AdmissionOpen   = "open"   // any key that reaches the agent gets in
+)
 
 // statusRight is a Right in a status message.
 type statusRight struct {
@@ -56,7 +65,7 @@ func (m *statusMsg) check() error {
 	if len(m.Rights) == 0 {
 		m.Rights = nil
 	}
-	if err := checkFields("status", []*string{&m.Version, &m.Agent, &m.Platform}, []*string{&m.Refusing, &m.RightsError}); err != nil {
+	if err := checkFields("status", []*string{&m.Version, &m.Agent, &m.Platform, &m.Admission}, []*string{&m.Refusing, &m.RightsError}); err != nil {
 		return err
 	}
 	return checkList("status", "right", m.Rights, maxStatusRights, func(r *statusRight) error {
@@ -76,7 +85,10 @@ func (dc *devConn) answerStatus() {
 	}
 	dc.lastStatus = time.Now()
 	rights, err := a.checkRights(a.ctx, maxAge)
-	m := statusMsg{Version: Version, Agent: a.ID, Platform: a.platformName(), Refusing: a.refusal()}
+	m := statusMsg{Version: Version, Agent: a.ID, Platform: a.platformName(), Refusing: a.refusal(), Admission: AdmissionOpen}
+	if keys, ok := a.Keys.(*Members); ok && keys.Invite() {
+		m.Admission = AdmissionInvite
+	}
 	if err != nil {
 		m.RightsError = err.Error()
 	}
@@ -97,6 +109,9 @@ type AgentStatus struct {
 	Rights   []Right
 	// RightsError says why the agent could not check its rights.
 	RightsError string
+	// Admission is AdmissionInvite or AdmissionOpen; "" when the agent
+	// does not say.
+	Admission string
 }
 
 // Diagnosis is what Diagnose learnt of an agent.
@@ -137,7 +152,7 @@ func Diagnose(ctx context.Context, cfg ClientConfig) (*Diagnosis, error) {
 	if unreadable != nil {
 		return nil, fmt.Errorf("the agent at %s sent a status plug cannot read: %w", cfg.Addr, unreadable)
 	}
-	st := &AgentStatus{Version: m.Version, Agent: m.Agent, Platform: m.Platform, Refusing: m.Refusing, RightsError: m.RightsError}
+	st := &AgentStatus{Version: m.Version, Agent: m.Agent, Platform: m.Platform, Refusing: m.Refusing, RightsError: m.RightsError, Admission: m.Admission}
 	for _, r := range m.Rights {
 		st.Rights = append(st.Rights, Right{Rule: r.Rule, Feature: r.Feature, Required: r.Required, Granted: r.Granted, Fix: r.Fix})
 	}

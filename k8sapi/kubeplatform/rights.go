@@ -77,9 +77,9 @@ const volumeFeature = "--volume: a workload's volume on the laptop"
 // grants it alone.
 func (p *Platform) Rights(ctx context.Context) ([]tunnel.Right, error) {
 	var out []tunnel.Right
-	all := rules
+	all := append(slices.Clip(rules), auditRules()...)
 	if p.deployment != "" {
-		all = append(slices.Clip(rules), p.updateRule())
+		all = append(all, p.updateRule())
 	}
 	for _, rl := range all {
 		for _, verb := range rl.verbs {

@@ -260,7 +260,30 @@ func (c *cli) agent(ctx context.Context) error {
 		return err
 	}
 	go stopOnSignal(ctx, a, platform, cancel, logger.Printf)
+	defer keepAudit(a, platform, logger.Printf)()
 	return a.Serve(ctx, l)
+}
+
+// keepAudit appends a's audit trail to the ring its platform keeps in the
+// cluster, when it keeps one (tunnel.AuditSlots), until the returned
+// function is called: it writes what is left and returns.
+func keepAudit(a *tunnel.Agent, platform tunnel.Platform, logf func(string, ...any)) (stop func()) {
+	slots, ok := platform.(tunnel.AuditSlots)
+	if !ok {
+		return func() {}
+	}
+	k := tunnel.NewAuditKeeper(slots, logf)
+	a.Audit = fanOut([]func(tunnel.AuditEvent){a.Audit, k.Add})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // serveMetrics serves the agent's metrics on PLUG_METRICS_ADDR, when set,
