@@ -44,6 +44,8 @@ const (
 	AuditKeyAdmin     = "key.admin"       // By made Key an admin (open admission)
 	AuditKeyUnadmin   = "key.unadmin"     // By took Key's admin back
 	AuditMembersReset = "members.reset"   // By forgot every member
+	AuditKeyDenied    = "key.denied"      // By denied Key (Reason): its runs end, it is refused until lifted
+	AuditKeyUndenied  = "key.undenied"    // By lifted Key's denial
 	AuditEnvRead      = "env.read"        // --env-from: User, Key, From, Workload, and Read: the ConfigMaps and Secrets and their keys (never a value)
 
 	// plug update --agent: By (User, Key, From) asked to move the agent to
