@@ -46,6 +46,9 @@ func (dc *devConn) answerEnv(frame []byte) {
 	if err == nil {
 		err = sanitizeEnv(env)
 	}
+	if err == nil {
+		err = a.openEnvRefusal(dc.fingerprint, env)
+	}
 	who := fmt.Sprintf("%s (%s)", dc.user, dc.fingerprint)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -38,6 +38,11 @@ func (dc *devConn) answerWho() {
 	}
 	runs := mergeRuns(recs)
 	runs = runs[:min(len(runs), maxWhoRuns)]
+	if dc.a.usersAsserted() {
+		for i := range runs {
+			runs[i].UserAsserted = true
+		}
+	}
 	for {
 		n, size := 0, 0
 		for n < len(runs) && (n == 0 || size+jsonSize(runs[n]) <= partBudget) {
