@@ -82,7 +82,7 @@ type Agent struct {
 	// The zero value narrows nothing.
 	Open OpenRules
 
-	// AuditDials writes a dial event to the audit trail for each
+	// AuditDials writes a run.dial event to the audit trail for each
 	// connection a run asks the agent to make, within auditDialBurst and
 	// auditDialEvery per key (PLUG_AUDIT_DIALS).
 	AuditDials bool

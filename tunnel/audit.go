@@ -47,7 +47,7 @@ const (
 	AuditMembersReset = "members.reset"   // By forgot every member
 	AuditKeyDenied    = "key.denied"      // By denied Key (Reason): its runs end, it is refused until lifted
 	AuditKeyUndenied  = "key.undenied"    // By lifted Key's denial
-	AuditDial         = "dial"            // PLUG_AUDIT_DIALS: a run's connection into the cluster: Run, User, Key, From, Name, Port, UDP, Reason (refused), Dropped
+	AuditRunDial      = "run.dial"        // PLUG_AUDIT_DIALS: a run's connection into the cluster: Run, User, Key, From, Name, Port, UDP, Reason (refused), Dropped
 	AuditEnvRead      = "env.read"        // --env-from: User, Key, From, Workload, and Read: the ConfigMaps and Secrets and their keys (never a value)
 
 	// plug update --agent: By (User, Key, From) asked to move the agent to

@@ -2,7 +2,7 @@ package tunnel
 
 // Dials in the audit trail (Agent.AuditDials, PLUG_AUDIT_DIALS=on): each
 // connection a run asks the agent to make into the cluster (plug -c, ssh
-// -L, a UDP flow) is one dial event, the refused ones with their reason.
+// -L, a UDP flow) is one run.dial event, the refused ones with their reason.
 // A key's dials are written within a token bucket: AuditDialBurst at once,
 // then one every auditDialEvery seconds; the dials left out are counted,
 // and the next event written for that key says how many (Dropped). At
@@ -29,7 +29,7 @@ func (dc *devConn) auditDial(network, host string, port int, refusal error) {
 	if !ok {
 		return
 	}
-	e := AuditEvent{Event: AuditDial, User: dc.user, Key: dc.fingerprint, From: addrString(dc.conn.RemoteAddr()),
+	e := AuditEvent{Event: AuditRunDial, User: dc.user, Key: dc.fingerprint, From: addrString(dc.conn.RemoteAddr()),
 		Name: PeerText(host), Port: port, UDP: network == "udp", Dropped: dropped}
 	if r := dc.currentRun(); r != nil {
 		e.Run = r.id

@@ -122,10 +122,10 @@ PLUG_AUDIT_FILE when set:
   PLUG_AUDIT_FILE      a file the audit trail is appended to as well
   PLUG_AUDIT_FILE_MAX  its bound in bytes: past it the file is renamed
                        FILE.1 and begun anew [` + strconv.Itoa(tunnel.DefaultAuditFileMax) + `]
-  PLUG_AUDIT_DIALS     on: a dial event for each connection a run asks the
-                       agent to make (-c, ssh -L), at most ` + strconv.Itoa(tunnel.AuditDialBurst) + ` at once and one a
-                       second after that per key, the dropped ones counted on
-                       the next [off]
+  PLUG_AUDIT_DIALS     on: a run.dial event for each connection a run asks
+                       the agent to make (-c, ssh -L): per key at most ` + strconv.Itoa(tunnel.AuditDialBurst) + `
+                       at once, then one a second, the left-out ones counted
+                       on the next event [off]
 
 SIGTERM or SIGINT stop it; the names it serves are given back first. When
 another agent takes over (a rollout) its runs move there; when every agent
