@@ -39,6 +39,7 @@ func (dc *devConn) answerEnv(frame []byte) {
 	case a.envSlots <- struct{}{}:
 		defer func() { <-a.envSlots }()
 	case <-ctx.Done():
+		countCap("env_reads_at_once")
 		fail(fmt.Sprintf("the agent is reading %d other environments and did not get to this one within %s; try again", maxEnvRequests, envTimeout))
 		return
 	}

@@ -221,7 +221,9 @@ func (m *Members) Request(user string, key ssh.PublicKey, from net.Addr) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	full := len(m.list.Pending) >= MaxPending && m.list.request(fp) < 0
-	if !full {
+	if full {
+		countCap("pending_requests")
+	} else {
 		m.record(Request{Key: fp, PublicKey: authorizedLine(key), User: PeerText(user), From: addrString(from)})
 	}
 	return &NotMemberError{Key: fp, Recorded: !full, Full: full}

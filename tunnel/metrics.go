@@ -194,7 +194,7 @@ func (m *Metrics) families(a *Agent) []MetricFamily {
 	held, waiting := a.handshakes()
 	fams = append(fams,
 		MetricFamily{"plug_refusals_total", "Connections and requests refused, by reason: admission (a key not admitted, counted at most once a minute per key), denied (a denied key, likewise), cap (a cap reached), busy (over the handshake caps), open_serve, open_takeover, open_env_secrets, open_volumes (the switches that narrow open admission).", "counter", byKind(refused, "reason")},
-		MetricFamily{"plug_caps_hit_total", "Times a cap was reached, by the setting that raises it.", "counter", caps},
+		MetricFamily{"plug_caps_hit_total", "Times a cap was reached, by the setting that raises it (PLUG_MAX_...), or for a fixed cap its name: volumes_per_run, env_reads_at_once, pending_requests.", "counter", caps},
 		MetricFamily{"plug_handshakes", "Connections not yet authenticated: in handshake (held) and queued for a slot (waiting).", "gauge", []Sample{
 			{Labels: []Label{{"state", "held"}}, Value: float64(held)}, {Labels: []Label{{"state", "waiting"}}, Value: float64(waiting)}}},
 		MetricFamily{"plug_bytes_through_total", "Bytes copied through the agent, both ways, for runs' connections.", "counter", []Sample{{Value: float64(counters.bytes.Load())}}},

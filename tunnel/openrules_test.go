@@ -71,12 +71,25 @@ func TestOpenRulesNarrowKeysNobodyVouchedFor(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 	member, _ := newKey(t)
 	stranger, _ := newKey(t)
+	var metrics string // the metrics of the last agent started
 	start := func(p *openPlatform, rules tunnel.OpenRules) (string, ssh.PublicKey) {
 		if _, err := tunnel.Apply(ctx, p, tunnel.MemberChange{Op: "add", PublicKey: member.PublicKey(), User: "alice", By: "the operator"}); err != nil {
 			t.Fatal(err)
 		}
-		addr, hostKey, _ := tunneltest.StartAgent(t, p, func(a *tunnel.Agent) { a.Keys, a.Open = tunnel.NewMembers(p, false), rules })
+		var agent *tunnel.Agent
+		addr, hostKey, _ := tunneltest.StartAgent(t, p, func(a *tunnel.Agent) { agent, a.Keys, a.Open = a, tunnel.NewMembers(p, false), rules })
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go tunnel.ServeMetrics(mctx, l, agent, &tunnel.Metrics{})
+		metrics = l.Addr().String()
 		return addr, hostKey
+	}
+	refusals := func(reason string) float64 {
+		return scrape(t, metrics).samples[`plug_refusals_total{reason="`+reason+`"}`]
 	}
 	session := func(addr string, hostKey ssh.PublicKey, signer ssh.Signer) *tunnel.Session {
 		s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{Serves: true})
@@ -123,6 +136,9 @@ func TestOpenRulesNarrowKeysNobodyVouchedFor(t *testing.T) {
 		}
 		_, err = s.ServeFiltered(ctx, "web", 80, echoServer(t, ""), tunnel.Filter{Path: "/mine"})
 		wantRefusal("a stranger's personal takeover", err, "PLUG_OPEN_SERVE=new")
+		if n := refusals("open_takeover"); n < 2 {
+			t.Errorf("plug_refusals_total{reason=\"open_takeover\"} = %v after two refusals", n)
+		}
 		if served, err := s.Serve(ctx, "fresh", 80, echoServer(t, "")); err != nil || served.TookOver {
 			t.Errorf("a stranger's new name: %+v %v", served, err)
 		}
@@ -137,6 +153,9 @@ func TestOpenRulesNarrowKeysNobodyVouchedFor(t *testing.T) {
 		s := session(addr, hostKey, stranger)
 		_, err := s.Serve(ctx, "fresh", 80, echoServer(t, ""))
 		wantRefusal("a stranger's new name", err, "PLUG_OPEN_SERVE=none", "-c")
+		if n := refusals("open_serve"); n < 1 {
+			t.Errorf("plug_refusals_total{reason=\"open_serve\"} = %v after a refusal", n)
+		}
 		if _, held := p.Held("fresh"); held {
 			t.Error("the refused name is held")
 		}
@@ -154,6 +173,9 @@ func TestOpenRulesNarrowKeysNobodyVouchedFor(t *testing.T) {
 			env, err := tunnel.FetchEnv(ctx, cfg(stranger), req)
 			if secret {
 				wantRefusal("a stranger's --env-from reading a Secret", err, "PLUG_OPEN_ENV_SECRETS=off", "Secret db", "nothing was sent")
+				if n := refusals("open_env_secrets"); n < 1 {
+					t.Errorf("plug_refusals_total{reason=\"open_env_secrets\"} = %v after a refusal", n)
+				}
 				if env != nil && len(env.Vars) > 0 {
 					t.Errorf("the refusal sent %+v", env.Vars)
 				}
@@ -171,6 +193,9 @@ func TestOpenRulesNarrowKeysNobodyVouchedFor(t *testing.T) {
 		addr, hostKey := start(p, tunnel.OpenRules{Volumes: tunnel.OpenVolumesOff})
 		_, err := session(addr, hostKey, stranger).Volume(ctx, volume)
 		wantRefusal("a stranger's volume", err, "PLUG_OPEN_VOLUMES=off", "deployment/web:data")
+		if n := refusals("open_volumes"); n < 1 {
+			t.Errorf("plug_refusals_total{reason=\"open_volumes\"} = %v after a refusal", n)
+		}
 		if asked := p.asked(); len(asked) != 0 {
 			t.Errorf("the refused volume was asked of the platform: %+v", asked)
 		}

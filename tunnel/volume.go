@@ -180,6 +180,7 @@ func (a *Agent) serveVolume(dc *devConn, m volumeMsg) (Volume, error) {
 		return Volume{}, fmt.Errorf("run %s has ended", r.id)
 	case len(r.volumes) >= MaxRunVolumes:
 		r.mu.Unlock()
+		countCap("volumes_per_run")
 		return Volume{}, fmt.Errorf("a run may have %d volumes at once", MaxRunVolumes)
 	case r.volumes[m.ID] != nil:
 		v := *r.volumes[m.ID]
