@@ -182,7 +182,7 @@ func (m *Members) Admit(user string, key ssh.PublicKey, from net.Addr) error {
 		if d.Reason != "" {
 			why += ": " + d.Reason
 		}
-		return &Revoked{By: d.By, Denied: true, Reason: fmt.Sprintf("%s. It is refused on every replica until the cluster's operator or an admin lifts it (plug members undeny %s); ask them, or use another key only if they agree", why, fp)}
+		return &Revoked{By: d.By, Denied: true, Reason: fmt.Sprintf("%s. It is refused on every replica until the cluster's operator or an admin lifts the denial (plug members undeny %s): ask them", why, fp)}
 	}
 	if !m.invite {
 		return nil
