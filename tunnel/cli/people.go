@@ -125,7 +125,8 @@ name one run): the developer's command is stopped as Ctrl-C would stop it,
 their terminal shows who ended it (your account and key) and TEXT, and every
 name it served is given back at once, whichever agent replica holds which of
 its connections: a parked service is restored, an added name removed. It is
-not a ban: the developer may plug in again as long as their key is let in.
+not a ban: the developer may plug in again as long as their key is let in
+(plug members deny takes a key back).
 
 plug end waits until the run is gone from plug who (everything it set aside
 is back), up to 15 s.
