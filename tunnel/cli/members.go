@@ -45,10 +45,10 @@ pending (at most 50, forgotten after 7 days without a new try).
 
 Every member may do all of this. With open admission (the default) there
 are no members: the admins the operator named list the keys denied and
-deny or undeny keys. The changes are in the agent's audit trail
-with who made them. A change that makes no sense (a fingerprint that is not
-pending, not a member, or malformed; removing the last member) is refused
-and changes nothing. The first member is set by the cluster's operator
+deny or undeny keys (not their own). The changes are in the agent's audit
+trail with who made them. A change that makes no sense (a fingerprint that
+is not pending, not a member, or malformed; removing the last member;
+denying a key twice) is refused and changes nothing. The first member is set by the cluster's operator
 (deploy/README.md, Admission by approval).
 -p may be left out when there is one profile.
 `
@@ -139,9 +139,9 @@ const agentMembersUsage = `Usage: plug agent members [list]
        plug agent members undeny SHA256:...
        plug agent members reset --yes
 
-The operator's side of admission and of the deny list, run in the agent's container,
-where its environment names the cluster's member store (on Kubernetes the
-Secret plug-members):
+The operator's side of admission and of the deny list, run in the agent's
+container, where its environment names the cluster's member store (on
+Kubernetes the Secret plug-members):
 
   kubectl -n NAMESPACE exec deploy/plug -- /plug agent members add --user alice 'ssh-ed25519 AAAA... alice@laptop'
 
