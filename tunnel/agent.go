@@ -78,6 +78,15 @@ type Agent struct {
 	// back. Default 30 s.
 	MoveWait time.Duration
 
+	// Open narrows what a key nobody vouched for may do (openrules.go).
+	// The zero value narrows nothing.
+	Open OpenRules
+
+	// AuditDials writes a run.dial event to the audit trail for each
+	// connection a run asks the agent to make, within auditDialBurst and
+	// auditDialEvery per key (PLUG_AUDIT_DIALS).
+	AuditDials bool
+
 	// Dial are the address ranges runs may dial beyond the cluster's names
 	// (PLUG_DIAL; see dialpolicy.go). None by default.
 	Dial []netip.Prefix
@@ -113,6 +122,7 @@ type Agent struct {
 	envSlots chan struct{}   // one token per environment being read (agent_env.go)
 	refused  refusals        // when each refused key was last audited
 	admit    *admissionGate  // what refused keys may make the agent record and log (admission.go)
+	dials    *rateBuckets    // the dial events each key may have written (auditdial.go)
 	updates  updates         // plug update --agent in progress (agentupdate.go)
 
 	mu      sync.Mutex
@@ -265,6 +275,7 @@ func (a *Agent) init(ctx context.Context, l net.Listener) {
 	}
 	a.plog = newPeerLog(a.Logf)
 	a.admit = newAdmissionGate()
+	a.dials = newDialAudit()
 	a.dial = &dialPolicy{allow: a.Dial}
 	if p, ok := a.Platform.(AddressProtector); ok {
 		a.dial.protected = p.ProtectedAddrs

@@ -39,12 +39,16 @@ func (dc *devConn) answerEnv(frame []byte) {
 	case a.envSlots <- struct{}{}:
 		defer func() { <-a.envSlots }()
 	case <-ctx.Done():
+		countCap("env_reads_at_once")
 		fail(fmt.Sprintf("the agent is reading %d other environments and did not get to this one within %s; try again", maxEnvRequests, envTimeout))
 		return
 	}
 	env, err := resolver.Env(ctx, req)
 	if err == nil {
 		err = sanitizeEnv(env)
+	}
+	if err == nil {
+		err = a.openEnvRefusal(dc.fingerprint, env)
 	}
 	who := fmt.Sprintf("%s (%s)", dc.user, dc.fingerprint)
 	if err != nil {

@@ -195,6 +195,7 @@ func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(dc.a.ctx), dialTimeout)
 	target, err := dc.a.dialForRun(ctx, network, m.Host, int(m.Port))
 	cancel()
+	dc.auditDial(network, m.Host, int(m.Port), err)
 	var refused *DialRefusedError
 	switch {
 	case errors.As(err, &refused):

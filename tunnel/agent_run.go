@@ -357,6 +357,9 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, 
 		}
 		return b.served, nil
 	}
+	if err := a.openServeRefusal(r.developer, name, !filter.Empty()); err != nil {
+		return Served{}, err
+	}
 	if err := a.usage.take(r.developer, useName); err != nil {
 		return Served{}, err
 	}
@@ -380,11 +383,12 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, 
 	}
 	b := &binding{since: time.Now()}
 	b.Binding = Binding{
-		Name:   name,
-		Port:   port,
-		UDP:    udp,
-		Holder: Holder{Run: r.id, Agent: a.ID, Developer: r.developer, User: r.user, Since: time.Now()},
-		Notify: func(e Event) { a.notifyFor(r, b, e) },
+		Name:       name,
+		Port:       port,
+		UDP:        udp,
+		Holder:     Holder{Run: r.id, Agent: a.ID, Developer: r.developer, User: r.user, Since: time.Now()},
+		Notify:     func(e Event) { a.notifyFor(r, b, e) },
+		NoTakeover: a.noTakeover(r.developer),
 	}
 	var pc *net.UDPConn
 	var err error
@@ -403,6 +407,9 @@ func (a *Agent) serveName(r *run, dc *devConn, name string, port int, udp bool, 
 	ctx, cancel := a.platformContext()
 	defer cancel()
 	b.served, err = a.Platform.Serve(ctx, b.Binding)
+	if errors.Is(err, ErrTakeoverNotAllowed) {
+		err = takeoverRefusal(name)
+	}
 	if err != nil {
 		if udp {
 			pc.Close()

@@ -37,7 +37,13 @@ func (dc *devConn) answerWho() {
 		return
 	}
 	runs := mergeRuns(recs)
-	sendParts(runs[:min(len(runs), maxWhoRuns)], func(part []Plugged, more bool) {
+	runs = runs[:min(len(runs), maxWhoRuns)]
+	if dc.a.usersAsserted() {
+		for i := range runs {
+			runs[i].UserAsserted = true
+		}
+	}
+	sendParts(runs, func(part []Plugged, more bool) {
 		dc.sendControl(whoMsg{Runs: part, All: all, More: more})
 	})
 }

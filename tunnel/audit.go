@@ -3,6 +3,7 @@ package tunnel
 import (
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -44,6 +45,9 @@ const (
 	AuditKeyAdmin     = "key.admin"       // By made Key an admin (open admission)
 	AuditKeyUnadmin   = "key.unadmin"     // By took Key's admin back
 	AuditMembersReset = "members.reset"   // By forgot every member
+	AuditKeyDenied    = "key.denied"      // By denied Key (Reason): its runs end, it is refused until lifted
+	AuditKeyUndenied  = "key.undenied"    // By lifted Key's denial
+	AuditRunDial      = "run.dial"        // PLUG_AUDIT_DIALS: a run's connection into the cluster: Run, User, Key, From, Name, Port, UDP, Reason (refused), Dropped
 	AuditEnvRead      = "env.read"        // --env-from: User, Key, From, Workload, and Read: the ConfigMaps and Secrets and their keys (never a value)
 
 	// plug update --agent: By (User, Key, From) asked to move the agent to
@@ -110,6 +114,12 @@ type AuditEvent struct {
 	// Read the ConfigMaps and Secrets its values came from, and their keys.
 	Workload string      `json:"workload,omitempty"`
 	Read     []EnvSource `json:"read,omitempty"`
+	// Dropped is how many dial events of the key were left out (over
+	// its bound) since the last one written.
+	Dropped int `json:"dropped,omitempty"`
+	// UserAsserted says User is the name the client asserted, which
+	// nothing verified (open admission): the key is the identity.
+	UserAsserted bool `json:"user_asserted,omitempty"`
 }
 
 // Run kinds (AuditEvent.Kind, RunRecord.Kind).
@@ -148,7 +158,22 @@ func (a *Agent) audit(e AuditEvent) {
 		e.Time = time.Now().UTC()
 	}
 	e.Agent = a.ID
+	if e.User != "" && !strings.HasPrefix(e.Event, "key.") && !strings.HasPrefix(e.Event, "members.") && a.usersAsserted() {
+		e.UserAsserted = true
+	}
 	a.Audit(e)
+}
+
+// usersAsserted reports whether the user names developers connect with
+// are only what their clients assert: with open admission nothing checks
+// them (admission by approval, and a gateway's key deposit, hold each key
+// to one account).
+func (a *Agent) usersAsserted() bool {
+	if a.Keys == nil {
+		return true
+	}
+	m, ok := a.Keys.(*Members)
+	return ok && !m.Invite()
 }
 
 // secondsSince is how long since t, in seconds to a tenth, for Seconds.

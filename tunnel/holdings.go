@@ -32,8 +32,10 @@ func (h *holdings) hold(key string, n int) error {
 	k := h.keys[key]
 	switch {
 	case k+int64(n) > h.perKey:
+		countCap("PLUG_MAX_MEMORY_PER_KEY")
 		return &capError{text: fmt.Sprintf("the agent's cap of %d MiB waiting to be carried for one key is reached; read faster, or ask the cluster admin to raise PLUG_MAX_MEMORY_PER_KEY", h.perKey>>20)}
 	case h.total+int64(n) > h.all:
+		countCap("PLUG_MAX_MEMORY")
 		return &capError{text: fmt.Sprintf("the agent's cap of %d MiB waiting to be carried for all keys together is reached; ask the cluster admin to raise PLUG_MAX_MEMORY", h.all>>20)}
 	}
 	h.keys[key] = k + int64(n)

@@ -47,6 +47,7 @@ type WatchedKeys interface {
 type Revoked struct {
 	By     string
 	Reason string
+	Denied bool // the key is on the deny list (members.go)
 }
 
 func (e *Revoked) Error() string { return e.Reason }
@@ -119,6 +120,12 @@ func (a *Agent) auditRefused(fp, user string, from net.Addr, err error) {
 	}
 	a.refused.last[fp] = time.Now()
 	a.refused.mu.Unlock()
+	var revoked *Revoked
+	if errors.As(err, &revoked) && revoked.Denied {
+		countRefusal("denied")
+	} else {
+		countRefusal("admission")
+	}
 	e := AuditEvent{Event: AuditRunRefused, User: PeerText(user), Key: fp, From: addrString(from), Reason: err.Error()}
 	a.audit(e)
 	var nm *NotMemberError

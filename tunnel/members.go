@@ -22,12 +22,18 @@ import (
 // account: the SSH user name it was accepted for. The members, the pending
 // requests and the admins (who oversee the runs of others when admission is
 // open) are one MemberList in the platform's MemberStore.
+//
+// The deny list, in the same MemberList, takes keys back whatever the
+// admission: a denied key is refused at its next connection, and its open
+// runs end on every replica as soon as each sees the list change, saying
+// who denied it and why, until the operator or an admin lifts it.
 
 // Caps of the member list.
 const (
 	MaxMembers    = 1000
 	MaxPending    = 50
 	MaxAdmins     = 100
+	MaxDenied     = 1000
 	PendingExpiry = 7 * 24 * time.Hour
 	// requestRefresh is how often a pending request's Last is rewritten
 	// while its key keeps trying.
@@ -45,6 +51,16 @@ type MemberList struct {
 	// replica tells their runs, and their next tries, who removed them and
 	// why; a member may accept one again.
 	Removed []Removal `json:"removed,omitempty"`
+	// Denied are keys taken back whatever the admission, until lifted.
+	Denied []Denial `json:"denied,omitempty"`
+}
+
+// Denial is a key denied, by whom and why.
+type Denial struct {
+	Key    string    `json:"key"` // fingerprint
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // Removal is a member removed, by whom and why.
@@ -87,6 +103,11 @@ func (l *MemberList) member(fp string) (Member, bool) {
 // request returns the index of fp's pending request, or -1.
 func (l *MemberList) request(fp string) int {
 	return slices.IndexFunc(l.Pending, func(r Request) bool { return r.Key == fp })
+}
+
+// denial returns the index of fp's denial, or -1.
+func (l *MemberList) denial(fp string) int {
+	return slices.IndexFunc(l.Denied, func(d Denial) bool { return d.Key == fp })
 }
 
 // removal returns the index of fp's removal, or -1.
@@ -152,12 +173,20 @@ func (e *NotMemberError) Error() string {
 // that is not a member says whether its request is pending already; the
 // agent records it with Request once the key is proven.
 func (m *Members) Admit(user string, key ssh.PublicKey, from net.Addr) error {
-	if !m.invite {
-		return nil
-	}
 	fp := ssh.FingerprintSHA256(key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if i := m.list.denial(fp); i >= 0 {
+		d := m.list.Denied[i]
+		why := fmt.Sprintf("this key was denied by %s", d.By)
+		if d.Reason != "" {
+			why += ": " + d.Reason
+		}
+		return &Revoked{By: d.By, Denied: true, Reason: fmt.Sprintf("%s. It is refused on every replica until the cluster's operator or an admin lifts the denial (plug members undeny %s): ask them", why, fp)}
+	}
+	if !m.invite {
+		return nil
+	}
 	if !m.loaded {
 		why := "they have not been read yet; try again in a moment"
 		if m.err != nil {
@@ -192,7 +221,9 @@ func (m *Members) Request(user string, key ssh.PublicKey, from net.Addr) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	full := len(m.list.Pending) >= MaxPending && m.list.request(fp) < 0
-	if !full {
+	if full {
+		countCap("pending_requests")
+	} else {
 		m.record(Request{Key: fp, PublicKey: authorizedLine(key), User: PeerText(user), From: addrString(from)})
 	}
 	return &NotMemberError{Key: fp, Recorded: !full, Full: full}
@@ -244,11 +275,28 @@ var errUnchanged = errors.New("nothing to change")
 func (m *Members) Oversees(fp string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.list.denial(fp) >= 0 {
+		return false
+	}
 	if m.invite {
 		_, ok := m.list.member(fp)
 		return ok
 	}
 	return slices.Contains(m.list.Admins, fp)
+}
+
+// Vouches reports whether fp is a key someone vouched for: a member (the
+// operator may add members with open admission too) or an admin, and not
+// denied. The operator's narrowing of open admission (OpenRules) spares
+// those keys.
+func (m *Members) Vouches(fp string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.list.denial(fp) >= 0 {
+		return false
+	}
+	_, member := m.list.member(fp)
+	return member || slices.Contains(m.list.Admins, fp)
 }
 
 // Watch follows the store until ctx ends, calling changed after each
@@ -282,7 +330,7 @@ func (m *Members) List() MemberList {
 
 // MemberChange is one change of the member list, made by By.
 type MemberChange struct {
-	Op  string // "accept", "refuse", "remove", "add", "admin", "unadmin", "reset"
+	Op  string // "accept", "refuse", "remove", "add", "admin", "unadmin", "deny", "undeny", "reset"
 	Key string // the fingerprint it concerns ("" for reset)
 	// PublicKey, Comment and User are the key (Key is its fingerprint)
 	// and account of an "add".
@@ -295,10 +343,11 @@ type MemberChange struct {
 
 // Apply makes c in store: accept a pending request, refuse it, remove a
 // member, add a key as a member (the operator's first member), grant or
-// take back an admin, or reset the whole list. It refuses, changing
-// nothing, a change that makes no sense: an unknown fingerprint, a key
-// that is not pending or not a member, a key that belongs to another
-// account, removing the last member, more than the caps.
+// take back an admin, deny a key or lift its denial, or reset the whole
+// list. It refuses, changing nothing, a change that makes no sense: an
+// unknown fingerprint, a key that is not pending or not a member, a key
+// that belongs to another account, removing the last member, denying a
+// key twice, more than the caps.
 func Apply(ctx context.Context, store MemberStore, c MemberChange) (MemberList, error) {
 	if c.PublicKey != nil {
 		c.Key = ssh.FingerprintSHA256(c.PublicKey)
@@ -383,10 +432,24 @@ func applyTo(l *MemberList, c MemberChange, now time.Time) error {
 			return fmt.Errorf("%s is not an admin", c.Key)
 		}
 		l.Admins = slices.DeleteFunc(l.Admins, func(k string) bool { return k == c.Key })
+	case "deny":
+		switch {
+		case l.denial(c.Key) >= 0:
+			return fmt.Errorf("%s is denied already (plug members -p PROFILE lists the denied keys)", c.Key)
+		case len(l.Denied) >= MaxDenied:
+			return fmt.Errorf("%d keys are denied, as many as plug keeps: lift one first (undeny), or turn admission by approval on (PLUG_ADMISSION=invite)", MaxDenied)
+		}
+		l.Denied = append(l.Denied, Denial{Key: c.Key, By: c.By, Reason: PeerText(c.Reason), At: now})
+	case "undeny":
+		i := l.denial(c.Key)
+		if i < 0 {
+			return fmt.Errorf("%s is not denied (plug members -p PROFILE lists the denied keys)", c.Key)
+		}
+		l.Denied = slices.Delete(l.Denied, i, i+1)
 	case "reset":
-		*l = MemberList{}
+		*l = MemberList{Denied: l.Denied} // a reset starts admission over; it lifts no denial
 	default:
-		return fmt.Errorf("%q is not a change of the members: accept, refuse, remove, add, admin, unadmin or reset", c.Op)
+		return fmt.Errorf("%q is not a change of the members: accept, refuse, remove, add, admin, unadmin, deny, undeny or reset", c.Op)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 // plug members is a question on the control channel, asked without a
 // hello as who is (who.go): the CLI sends a members message with Op
-// ("list", "accept", "refuse" or "remove") and, but for list, Key (a
+// ("list", "accept", "refuse", "remove", "deny" or "undeny") and, but for list, Key (a
 // fingerprint) and maybe Reason; the agent answers with a members message
 // holding the list (after the change), Done saying what changed, or Error.
 const typeMembers = "members"
@@ -34,7 +34,7 @@ func (m *membersMsg) check() error {
 	if l == nil {
 		return nil
 	}
-	if len(l.Members) > MaxMembers || len(l.Pending) > MaxPending || len(l.Admins) > MaxAdmins || len(l.Removed) > MaxPending {
+	if l.tooLong() {
 		return errors.New("members: a longer list than plug keeps")
 	}
 	var fields []*string
@@ -50,23 +50,33 @@ func (m *membersMsg) check() error {
 		r := &l.Removed[i]
 		fields = append(fields, &r.Key, &r.User, &r.RemovedBy, &r.Reason)
 	}
+	for i := range l.Denied {
+		d := &l.Denied[i]
+		fields = append(fields, &d.Key, &d.By, &d.Reason)
+	}
 	return checkFields("members", fields, nil)
 }
 
+// tooLong reports whether l holds more than plug keeps.
+func (l *MemberList) tooLong() bool {
+	return len(l.Members) > MaxMembers || len(l.Pending) > MaxPending || len(l.Admins) > MaxAdmins ||
+		len(l.Removed) > MaxPending || len(l.Denied) > MaxDenied
+}
+
 // ManageMembers asks the agent at cfg.Addr to list the members (op
-// "list") or to accept, refuse or remove the key with fingerprint key, for
-// reason (told to a removed key's runs). It returns the list after the
-// change and what was done. It connects as Connect would, with the same
-// errors, and opens no run.
+// "list") or to accept, refuse, remove, deny or undeny the key with
+// fingerprint key, for reason (told to a removed or denied key's runs).
+// It returns the list after the change and what was done. It connects as
+// Connect would, with the same errors, and opens no run.
 func ManageMembers(ctx context.Context, cfg ClientConfig, op, key, reason string) (MemberList, string, error) {
 	switch op {
 	case "list":
-	case "accept", "refuse", "remove":
+	case "accept", "refuse", "remove", "deny", "undeny":
 		if err := CheckFingerprint(key); err != nil {
 			return MemberList{}, "", err
 		}
 	default:
-		return MemberList{}, "", fmt.Errorf("%q is not list, accept, refuse or remove", op)
+		return MemberList{}, "", fmt.Errorf("%q is not list, accept, refuse, remove, deny or undeny", op)
 	}
 	q, err := openAgent(ctx, cfg)
 	if err != nil {
@@ -84,8 +94,9 @@ func ManageMembers(ctx context.Context, cfg ClientConfig, op, key, reason string
 			l.Pending = append(l.Pending, m.List.Pending...)
 			l.Admins = append(l.Admins, m.List.Admins...)
 			l.Removed = append(l.Removed, m.List.Removed...)
+			l.Denied = append(l.Denied, m.List.Denied...)
 		}
-		if len(l.Members) > MaxMembers || len(l.Pending) > MaxPending || len(l.Admins) > MaxAdmins || len(l.Removed) > MaxPending {
+		if l.tooLong() {
 			return false, fmt.Errorf("the agent at %s lists more than plug keeps", cfg.Addr)
 		}
 		done = m.Done
@@ -95,20 +106,29 @@ func ManageMembers(ctx context.Context, cfg ClientConfig, op, key, reason string
 }
 
 // answerMembers answers plug members: with admission by approval every
-// member lists and changes the members; the change is audited.
+// member lists and changes the members and the deny list; with open
+// admission the admins list them and deny keys or lift denials. The
+// change is audited.
 func (dc *devConn) answerMembers(q membersMsg) {
 	a := dc.a
 	refuse := func(format string, args ...any) { dc.sendControl(membersMsg{Error: fmt.Sprintf(format, args...)}) }
 	m, ok := a.Keys.(*Members)
+	denial := q.Op == "deny" || q.Op == "undeny"
 	switch {
 	case !ok:
 		refuse("this agent's keys are not plug's members: whoever runs it decides who gets in")
 		return
-	case !m.Invite():
-		refuse("admission is open on this agent (any key that reaches it gets in): there are no members to manage. The cluster's operator turns admission by approval on with PLUG_ADMISSION=invite (deploy/README.md)")
+	case !m.Invite() && !m.Oversees(dc.fingerprint):
+		refuse("admission is open on this agent (any key that reaches it gets in): only the admins the cluster's operator named list the members and deny keys (deploy/README.md, Who may do what)")
 		return
 	case !m.Oversees(dc.fingerprint):
 		refuse("only members manage the members")
+		return
+	case !m.Invite() && !denial && q.Op != "list":
+		refuse("admission is open on this agent: there are no members to %s, only keys to deny (plug members deny). The cluster's operator turns admission by approval on with PLUG_ADMISSION=invite (deploy/README.md)", PeerText(q.Op))
+		return
+	case q.Op == "deny" && q.Key == dc.fingerprint:
+		refuse("%s is the key you are asking with: denying it would lock you out; ask another admin or the cluster's operator", q.Key)
 		return
 	}
 	ctx, cancel := a.platformContext()
@@ -117,8 +137,8 @@ func (dc *devConn) answerMembers(q membersMsg) {
 		dc.sendList(m.List(), "")
 		return
 	}
-	if q.Op != "accept" && q.Op != "refuse" && q.Op != "remove" {
-		refuse("%q is not list, accept, refuse or remove", q.Op)
+	if q.Op != "accept" && q.Op != "refuse" && q.Op != "remove" && !denial {
+		refuse("%q is not list, accept, refuse, remove, deny or undeny", PeerText(q.Op))
 		return
 	}
 	change := MemberChange{Op: q.Op, Key: q.Key, By: fmt.Sprintf("%s (%s)", dc.user, dc.fingerprint), Reason: q.Reason}
@@ -140,6 +160,10 @@ func memberDone(e AuditEvent) string {
 		return fmt.Sprintf("accepted %s for %s: its next run gets in", e.Key, e.User)
 	case AuditKeyRefused:
 		return fmt.Sprintf("refused the request of %s (%s); it may ask again", e.Key, e.User)
+	case AuditKeyDenied:
+		return fmt.Sprintf("denied %s: what it has open ends now, on every replica, and it is refused until undeny", e.Key)
+	case AuditKeyUndenied:
+		return fmt.Sprintf("lifted the denial of %s: its next connection gets in as admission allows", e.Key)
 	}
 	return fmt.Sprintf("removed %s (%s): what it has open ends now, on every replica", e.Key, e.User)
 }
@@ -161,6 +185,7 @@ func AuditMemberChange(c MemberChange, before MemberList) AuditEvent {
 	e.Event = map[string]string{
 		"accept": AuditKeyAccepted, "add": AuditKeyAccepted, "refuse": AuditKeyRefused, "remove": AuditKeyRemoved,
 		"admin": AuditKeyAdmin, "unadmin": AuditKeyUnadmin, "reset": AuditMembersReset,
+		"deny": AuditKeyDenied, "undeny": AuditKeyUndenied,
 	}[c.Op]
 	return e
 }
@@ -189,6 +214,9 @@ func (dc *devConn) sendList(l MemberList, done string) {
 	}
 	for _, x := range l.Admins {
 		add(x, func(p *MemberList) { p.Admins = append(p.Admins, x) })
+	}
+	for _, x := range l.Denied {
+		add(x, func(p *MemberList) { p.Denied = append(p.Denied, x) })
 	}
 	parts = append(parts, part)
 	for i := range parts {

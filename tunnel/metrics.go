@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"runtime"
@@ -57,7 +56,19 @@ var counters struct {
 	bytes atomic.Uint64 // bytes copied through the agent, both ways
 	mu    sync.Mutex
 	caps  map[string]uint64 // caps reached, by setting
-	busy  atomic.Uint64     // connections refused over the handshake caps
+	// refusals are what was refused, by reason, but for caps and busy
+	refusals map[string]uint64
+	busy     atomic.Uint64 // connections refused over the handshake caps
+}
+
+// countRefusal counts a refusal, by its reason.
+func countRefusal(reason string) {
+	counters.mu.Lock()
+	defer counters.mu.Unlock()
+	if counters.refusals == nil {
+		counters.refusals = map[string]uint64{}
+	}
+	counters.refusals[reason]++
 }
 
 // countCap counts a cap reached, by its setting.
@@ -78,7 +89,6 @@ type Metrics struct {
 	mu       sync.Mutex
 	opened   map[string]uint64 // runs opened, by kind
 	ended    map[string]uint64 // runs ended, by how
-	refused  map[string]uint64 // keys refused at admission, by event
 	runs     map[string]AuditEvent
 	names    map[string]AuditEvent // by run, name, port and protocol
 	parked   uint64
@@ -91,7 +101,7 @@ func (m *Metrics) Observe(e AuditEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.runs == nil {
-		m.opened, m.ended, m.refused = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
+		m.opened, m.ended = map[string]uint64{}, map[string]uint64{}
 		m.runs, m.names = map[string]AuditEvent{}, map[string]AuditEvent{}
 	}
 	name := e.Run + "\x00" + e.Name + "\x00" + strconv.Itoa(e.Port) + "\x00" + protocolOf(e.UDP)
@@ -114,8 +124,6 @@ func (m *Metrics) Observe(e AuditEvent) {
 		}
 	case AuditNameBack:
 		delete(m.names, name)
-	case AuditRunRefused:
-		m.refused["admission"]++
 	case AuditVolumeServed:
 		m.volumes++
 	case AuditEnvRead:
@@ -156,7 +164,7 @@ func (m *Metrics) families(a *Agent) []MetricFamily {
 	for k, n := range served {
 		servedSamples = append(servedSamples, Sample{Labels: []Label{{"mode", k[0]}, {"protocol", k[1]}}, Value: float64(n)})
 	}
-	refused := maps.Clone(m.refused)
+	refused := map[string]uint64{}
 	fams := []MetricFamily{
 		{"plug_runs_open", "Runs open on this agent, by kind (serves, consumes, openssh).", "gauge", byKind(open, "kind")},
 		{"plug_run", "One sample per run open on this agent: its id, account, key fingerprint and kind.", "gauge", runs},
@@ -172,6 +180,9 @@ func (m *Metrics) families(a *Agent) []MetricFamily {
 	m.mu.Unlock()
 
 	counters.mu.Lock()
+	for reason, n := range counters.refusals {
+		refused[reason] += n
+	}
 	caps := byKind(counters.caps, "cap")
 	capsHit := uint64(0)
 	for _, n := range counters.caps {
@@ -182,8 +193,8 @@ func (m *Metrics) families(a *Agent) []MetricFamily {
 	refused["busy"] += counters.busy.Load()
 	held, waiting := a.handshakes()
 	fams = append(fams,
-		MetricFamily{"plug_refusals_total", "Connections and requests refused, by reason: admission (a key not admitted, counted at most once a minute per key), cap (a cap reached), busy (over the handshake caps).", "counter", byKind(refused, "reason")},
-		MetricFamily{"plug_caps_hit_total", "Times a cap was reached, by the setting that raises it.", "counter", caps},
+		MetricFamily{"plug_refusals_total", "Connections and requests refused, by reason: admission (a key not admitted, counted at most once a minute per key), denied (a denied key, likewise), cap (a cap reached), busy (over the handshake caps), open_serve, open_takeover, open_env_secrets, open_volumes (the switches that narrow open admission).", "counter", byKind(refused, "reason")},
+		MetricFamily{"plug_caps_hit_total", "Times a cap was reached, by the setting that raises it (PLUG_MAX_...), or for a fixed cap its name: volumes_per_run, env_reads_at_once, pending_requests.", "counter", caps},
 		MetricFamily{"plug_handshakes", "Connections not yet authenticated: in handshake (held) and queued for a slot (waiting).", "gauge", []Sample{
 			{Labels: []Label{{"state", "held"}}, Value: float64(held)}, {Labels: []Label{{"state", "waiting"}}, Value: float64(waiting)}}},
 		MetricFamily{"plug_bytes_through_total", "Bytes copied through the agent, both ways, for runs' connections.", "counter", []Sample{{Value: float64(counters.bytes.Load())}}},

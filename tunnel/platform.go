@@ -364,12 +364,20 @@ type Binding struct {
 	// a *RefusedError saying so, changing nothing.
 	UDP    bool
 	Holder Holder
+	// NoTakeover says the run may serve Name only if the cluster does not
+	// have it: a Platform returns ErrTakeoverNotAllowed, changing
+	// nothing, rather than park a deployed service (OpenRules).
+	NoTakeover bool
 
 	// Notify, when set, receives what the platform learns about the name
 	// while it is served (the path broke, the path healed, a controller
 	// reverted the takeover). It must not block.
 	Notify func(Event)
 }
+
+// ErrTakeoverNotAllowed is a Platform's refusal of a Binding with
+// NoTakeover whose name is a deployed service.
+var ErrTakeoverNotAllowed = errors.New("the name is a deployed service, and the binding does not allow a takeover")
 
 // Served says what Serve did.
 type Served struct {

@@ -44,6 +44,9 @@ type VolumeRequest struct {
 	Name   string // the workload's name in the agent's namespace or swarm
 	Volume string // the volume's name in the pod spec; on Swarm the mount's target
 	Holder Holder // the run asking; the helper carries it as its receipt
+	// ReadOnly makes the helper mount the volume read-only, whatever the
+	// workload does (OpenRules).
+	ReadOnly bool
 }
 
 func (r VolumeRequest) String() string { return r.Kind + "/" + r.Name + ":" + r.Volume }
@@ -166,6 +169,10 @@ func (a *Agent) serveVolume(dc *devConn, m volumeMsg) (Volume, error) {
 	if err := CheckVolumeRequest(req); err != nil {
 		return Volume{}, err
 	}
+	if err := a.openVolume(r.developer, &req); err != nil {
+		dc.logf("run %s: volume %s for %s (%s): refused: %v", r.id, req, r.user, r.developer, err)
+		return Volume{}, err
+	}
 	r.mu.Lock()
 	switch {
 	case r.ended:
@@ -173,6 +180,7 @@ func (a *Agent) serveVolume(dc *devConn, m volumeMsg) (Volume, error) {
 		return Volume{}, fmt.Errorf("run %s has ended", r.id)
 	case len(r.volumes) >= MaxRunVolumes:
 		r.mu.Unlock()
+		countCap("volumes_per_run")
 		return Volume{}, fmt.Errorf("a run may have %d volumes at once", MaxRunVolumes)
 	case r.volumes[m.ID] != nil:
 		v := *r.volumes[m.ID]
@@ -215,6 +223,9 @@ func (a *Agent) serveVolume(dc *devConn, m volumeMsg) (Volume, error) {
 		}
 		dc.logf("run %s: volume %s for %s: refused: %v", r.id, req, who, err)
 		return Volume{}, err
+	}
+	if req.ReadOnly {
+		v.Detail += fmt.Sprintf("; read-only to keys that are not members (%s=%s)", EnvOpenVolumes, OpenVolumesReadOnly)
 	}
 	r.volumes[m.ID] = &v
 	r.mu.Unlock()

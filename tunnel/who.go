@@ -33,13 +33,16 @@ const (
 // Plugged is one run as plug who shows it: the records of every agent
 // replica holding a connection of it (RunRecord), merged into one.
 type Plugged struct {
-	Run     string   `json:"run"`
-	User    string   `json:"user"`
-	Key     string   `json:"key"`
-	Comment string   `json:"comment,omitempty"`
-	From    []string `json:"from"`              // the addresses of its connections
-	Version string   `json:"version,omitempty"` // "" for OpenSSH
-	Kind    string   `json:"kind"`              // KindServes, KindConsumes, KindOpenSSH
+	Run  string `json:"run"`
+	User string `json:"user"`
+	// UserAsserted says User is only what the client asserted (open
+	// admission): Key is the identity.
+	UserAsserted bool     `json:"user_asserted,omitempty"`
+	Key          string   `json:"key"`
+	Comment      string   `json:"comment,omitempty"`
+	From         []string `json:"from"`              // the addresses of its connections
+	Version      string   `json:"version,omitempty"` // "" for OpenSSH
+	Kind         string   `json:"kind"`              // KindServes, KindConsumes, KindOpenSSH
 	// Container is ContainerDockerrun for a run of plug --dockerrun.
 	Container string       `json:"container,omitempty"`
 	Since     time.Time    `json:"since"`

@@ -36,6 +36,15 @@ func inviteMode(m string) string {
 	return strings.Replace(m, off, "            - name: PLUG_ADMISSION\n              value: invite\n", 1)
 }
 
+// twoReplicas runs the manifest's agent as two pods.
+func twoReplicas(m string) string {
+	const one = "  replicas: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: plug"
+	if !strings.Contains(m, one) {
+		panic("the manifest no longer runs one replica of plug")
+	}
+	return strings.Replace(m, one, "  replicas: 2\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: plug", 1)
+}
+
 // developer is a workstation with plug's CLI, a profile "kube" for the
 // deployed agent and its own key pair.
 type developer struct {
@@ -375,9 +384,7 @@ func TestDeployedTwoReplicasWhoAndEnd(t *testing.T) {
 	k.setupClients(t)
 	k.deployWeb(t, 1)
 	before := k.snapshot(t, "web")
-	a := deployAgent(t, k, image, inviteMode, func(m string) string {
-		return strings.Replace(m, "  replicas: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: plug", "  replicas: 2\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: plug", 1)
-	})
+	a := deployAgent(t, k, image, inviteMode, twoReplicas)
 	ips := strings.Fields(k.Kubectl(t, "get", "pod", "-l", "app.kubernetes.io/name=plug", "-o", "jsonpath={.items[*].status.podIP}"))
 	if len(ips) != 2 {
 		t.Fatalf("agent pods at %v, want two", ips)

@@ -116,6 +116,9 @@ func createdPort(k portKey) k8sapi.ServicePort {
 
 // takeOver parks the deployed Service svc and points b.Port at this agent.
 func (p *Platform) takeOver(ctx context.Context, svc *k8sapi.Service, b tunnel.Binding) (tunnel.Served, error) {
+	if b.NoTakeover {
+		return tunnel.Served{}, tunnel.ErrTakeoverNotAllowed
+	}
 	if err := p.checkNotProtected(svc); err != nil {
 		return tunnel.Served{}, err
 	}

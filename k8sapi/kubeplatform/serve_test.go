@@ -224,6 +224,26 @@ func TestServeHeldByAnotherRunIsRefusedChangingNothing(t *testing.T) {
 	f.unchanged(t, rv, "the refused run")
 }
 
+// A binding that may not take over (PLUG_OPEN_SERVE=new) is refused
+// for a deployed Service, changing nothing, and serves a new name.
+func TestNoTakeoverRefusesADeployedServiceChangingNothing(t *testing.T) {
+	f := newFakeKube(t)
+	f.deployWeb(t, 1)
+	p := f.platform(t, f.agentPod(t, "agent-a"), nil)
+	rv := f.ResourceVersion()
+	b := fakeRun("run-1", "web", 80, nil)
+	b.NoTakeover = true
+	if _, err := p.Serve(bg, b); !errors.Is(err, tunnel.ErrTakeoverNotAllowed) {
+		t.Errorf("a takeover the binding does not allow: %v", err)
+	}
+	f.unchanged(t, rv, "the refused takeover")
+	b = fakeRun("run-1", "fresh", 80, nil)
+	b.NoTakeover = true
+	if served := tunneltest.Serve(t, p, b); served.TookOver {
+		t.Errorf("a new name: %+v", served)
+	}
+}
+
 // Bad input and Services plug cannot serve are refused saying why, and
 // nothing changes.
 func TestUnservableRequestsAreRefusedChangingNothing(t *testing.T) {

@@ -98,6 +98,10 @@ func (p *Platform) ServeVolume(ctx context.Context, req tunnel.VolumeRequest) (t
 	if err != nil {
 		return tunnel.Volume{}, err
 	}
+	if req.ReadOnly && !plan.readOnly {
+		plan.readOnly = true
+		plan.detail += ", read-only"
+	}
 	image, pull, err := p.helperImage(ctx)
 	if err != nil {
 		return tunnel.Volume{}, err

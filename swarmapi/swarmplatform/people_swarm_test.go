@@ -20,6 +20,26 @@ import (
 	"plug/tunnel/clustertest"
 )
 
+// agentExec runs args in the container of the agent service agent, as
+// its operator does, and returns what it printed; a failure ends the test.
+func (s *testSwarm) agentExec(t *testing.T, agent string, args ...string) string {
+	t.Helper()
+	var container string
+	clustertest.Eventually(t, 30*time.Second, "the agent's container", func() error {
+		out, err := exec.Command(s.docker, "ps", "-q", "--filter", "label=com.docker.swarm.service.name="+agent).Output()
+		container = strings.TrimSpace(string(out))
+		if err != nil || container == "" {
+			return errors.New("no container yet")
+		}
+		return nil
+	})
+	out, err := exec.Command(s.docker, append([]string{"exec", container}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker exec %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
 // Acceptance 1 on the real Swarm, with the agent deployed as a swarm
 // service with PLUG_ADMISSION=invite: the operator sets the first member
 // (alice) with one command; a stranger's key (bob) is refused with the
@@ -54,19 +74,9 @@ func TestDeployedAdmissionOnSwarm(t *testing.T) {
 	bobFP := keys.Fingerprint(bob.PublicKey())
 
 	// The first member: the operator's one command, in the agent's container.
-	var container string
-	clustertest.Eventually(t, 30*time.Second, "the agent's container", func() error {
-		out, err := exec.Command(s.docker, "ps", "-q", "--filter", "label=com.docker.swarm.service.name="+agent).Output()
-		container = strings.TrimSpace(string(out))
-		if err != nil || container == "" {
-			return errors.New("no container yet")
-		}
-		return nil
-	})
-	out, err := exec.Command(s.docker, "exec", container, "/plug", "agent", "members", "add", "--user", "alice",
-		keys.AuthorizedKey(alice.PublicKey())+" alice@laptop").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"event":"key.accepted"`) {
-		t.Fatalf("the operator's first member: %v\n%s", err, out)
+	if out := s.agentExec(t, agent, "/plug", "agent", "members", "add", "--user", "alice",
+		keys.AuthorizedKey(alice.PublicKey())+" alice@laptop"); !strings.Contains(out, `"event":"key.accepted"`) {
+		t.Fatalf("the operator's first member:\n%s", out)
 	}
 	aliceCfg := tunnel.ClientConfig{Addr: addr, User: "alice", Signer: alice, HostKey: hostKey}
 	clustertest.Eventually(t, 30*time.Second, "alice let in", func() error { _, _, err := tunnel.Who(ctx, aliceCfg); return err })

@@ -92,6 +92,9 @@ func (p *Platform) serveNew(ctx context.Context, b tunnel.Binding) (tunnel.Serve
 // the service it was for (labelParked), which the sweep removes; restoring
 // a service without a receipt changes nothing.
 func (p *Platform) takeOver(ctx context.Context, svc *swarmapi.Service, b tunnel.Binding) (tunnel.Served, error) {
+	if b.NoTakeover {
+		return tunnel.Served{}, tunnel.ErrTakeoverNotAllowed
+	}
 	if err := p.takeable(ctx, svc, b); err != nil {
 		return tunnel.Served{}, err
 	}

@@ -44,6 +44,13 @@ connect to. It is configured by its environment:
   PLUG_ADMISSION    open (the default: any key that reaches it gets in) or
                     invite (admission by approval: only the keys a member
                     accepted; plug members)
+  PLUG_OPEN_SERVE   what a key that is neither member nor admin may serve:
+                    takeover (the default: new names, and deployed services
+                    taken over), new (new names only) or none
+  PLUG_OPEN_ENV_SECRETS  on (the default) or off: off refuses such a key an
+                    --env-from whose values come from a Secret
+  PLUG_OPEN_VOLUMES read-write (the default), read-only or off: the volumes
+                    (--volume) such a key may mount
   PLUG_METRICS_ADDR host:port of the metrics (Prometheus text format, at
                     /metrics), e.g. :9090; default none: no metrics
   PLUG_DIAL         address ranges runs may dial beyond the cluster's names,
@@ -115,6 +122,10 @@ PLUG_AUDIT_FILE when set:
   PLUG_AUDIT_FILE      a file the audit trail is appended to as well
   PLUG_AUDIT_FILE_MAX  its bound in bytes: past it the file is renamed
                        FILE.1 and begun anew [` + strconv.Itoa(tunnel.DefaultAuditFileMax) + `]
+  PLUG_AUDIT_DIALS     on: a run.dial event for each connection a run asks
+                       the agent to make (-c, ssh -L): per key at most ` + strconv.Itoa(tunnel.AuditDialBurst) + `
+                       at once, then one a second, the left-out ones counted
+                       on the next event [off]
 
 SIGTERM or SIGINT stop it; the names it serves are given back first. When
 another agent takes over (a rollout) its runs move there; when every agent
@@ -223,6 +234,14 @@ func (c *cli) agent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	open, err := tunnel.ParseOpenRules(os.Getenv)
+	if err != nil {
+		return err
+	}
+	auditDials, err := onOff("PLUG_AUDIT_DIALS", os.Getenv("PLUG_AUDIT_DIALS"))
+	if err != nil {
+		return err
+	}
 	audit, err := c.auditSink()
 	if err != nil {
 		return err
@@ -244,6 +263,8 @@ func (c *cli) agent(ctx context.Context) error {
 		Logf:       logger.Printf,
 		Audit:      audit,
 		Closed:     closed,
+		Open:       open,
+		AuditDials: auditDials,
 	}
 	if admission != nil {
 		a.Keys = admission
@@ -252,6 +273,9 @@ func (c *cli) agent(ctx context.Context) error {
 	logger.Print(fingerprintLine(keys.Fingerprint(hostKey.PublicKey()), a.PublicAddr))
 	if closed != "" {
 		logger.Printf("the tunnel is closed (%s): every run is refused, saying so", closed)
+	}
+	if set := open.String(); set != "" {
+		logger.Printf("keys that are not members are narrowed: %s", set)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -428,6 +452,17 @@ func admissionOf(setting string, platform tunnel.Platform) (*tunnel.Members, err
 		return tunnel.NewMembers(store, true), nil
 	}
 	return nil, fmt.Errorf("PLUG_ADMISSION=%s is neither open nor invite", tunnel.PeerText(setting))
+}
+
+// onOff reads the switch name: "" and "off" are false, "on" true.
+func onOff(name, value string) (bool, error) {
+	switch value {
+	case "", "off":
+		return false, nil
+	case "on":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%s is neither on nor off", name, tunnel.PeerText(value))
 }
 
 func envOr(name, def string) string {

@@ -28,6 +28,28 @@ func TestAgentRefusesWithoutPlatform(t *testing.T) {
 	}
 }
 
+// A switch the agent does not understand stops it at start, naming the
+// switch and its values.
+func TestAgentRefusesABadSwitch(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"PLUG_OPEN_SERVE", "some", "PLUG_OPEN_SERVE=some is not one of takeover, new, none"},
+		{"PLUG_OPEN_VOLUMES", "rw", "PLUG_OPEN_VOLUMES=rw is not one of read-write, read-only, off"},
+		{"PLUG_OPEN_ENV_SECRETS", "no", "PLUG_OPEN_ENV_SECRETS=no is not one of on, off"},
+		{"PLUG_AUDIT_DIALS", "yes", "PLUG_AUDIT_DIALS=yes is neither on nor off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PLUG_PLATFORM", "memory")
+			t.Setenv("PLUG_ADDR", "127.0.0.1:0")
+			t.Setenv("PLUG_STATE_DIR", t.TempDir())
+			t.Setenv(tc.name, tc.value)
+			code, _, stderr := plug(t, "agent")
+			if code != ExitFailed || !strings.Contains(stderr, tc.want) {
+				t.Errorf("%s=%s: exit %d, stderr:\n%s", tc.name, tc.value, code, stderr)
+			}
+		})
+	}
+}
+
 func TestAgentServesUntilStopped(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	t.Setenv("PLUG_PLATFORM", "memory")

@@ -49,7 +49,7 @@ var commands = []*command{
 	{name: "who", synopsis: "list who is plugged into a profile's cluster", usage: whoUsage, run: runWho},
 	{name: "end", synopsis: "end a run plugged into a profile's cluster, saying why", usage: endUsage, run: runEnd},
 	{name: "ui", synopsis: "a page in the browser: who is plugged in, people, the audit trail", usage: uiUsage, run: runUI},
-	{name: "members", synopsis: "list, accept, refuse and remove the keys let in (admission by approval)", usage: membersUsage, run: runMembers},
+	{name: "members", synopsis: "list, accept, refuse and remove the keys let in (admission by approval); deny keys", usage: membersUsage, run: runMembers},
 	{name: "setup", synopsis: "prepare this machine once, so that runs need no privilege (as root; on Windows as an administrator)", usage: setupUsage, run: runSetup},
 	{name: "smb", synopsis: "serve a directory over SMB (the volume helper's engine)", usage: smbUsage, run: runSmb},
 	{name: "update", synopsis: "bring this plug to the version of a profile's agent, or move the agent to an image", usage: updateUsage, run: runUpdate},

@@ -19,6 +19,8 @@ import (
 const membersUsage = `Usage: plug members [-p PROFILE]
        plug members accept|refuse [-p PROFILE] SHA256:...
        plug members remove [-p PROFILE] SHA256:... [--reason TEXT]
+       plug members deny [-p PROFILE] SHA256:... [--reason TEXT]
+       plug members undeny [-p PROFILE] SHA256:...
 
 With admission by approval (the agent's PLUG_ADMISSION: invite), only the
 keys a member accepted get in. A key that is not a member is refused with
@@ -35,11 +37,18 @@ pending (at most 50, forgotten after 7 days without a new try).
   remove SHA256:...       takes a member's key back: what it has open ends at
                           once, on every agent replica, and its developer
                           reads who removed it and TEXT (--reason)
+  deny SHA256:...         takes a key back whatever the admission: what it
+                          has open ends on every agent replica, its
+                          developer reads who denied it and TEXT (--reason),
+                          and it is refused until undeny
+  undeny SHA256:...       lifts a denial
 
-Every member may do all of this; the changes are in the agent's audit trail
-with who made them. A change that makes no sense (a fingerprint that is not
-pending, not a member, or malformed; removing the last member) is refused
-and changes nothing. The first member is set by the cluster's operator
+Every member may do all of this. With open admission (the default) there
+are no members: the admins the operator named list the keys denied and
+deny or undeny keys (not their own). The changes are in the agent's audit
+trail with who made them. A change that makes no sense (a fingerprint that
+is not pending, not a member, or malformed; removing the last member;
+denying a key twice) is refused and changes nothing. The first member is set by the cluster's operator
 (deploy/README.md, Admission by approval).
 -p may be left out when there is one profile.
 `
@@ -50,8 +59,8 @@ func runMembers(c *cli, args []string) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		op, args = args[0], args[1:]
 	}
-	if op != "list" && op != "accept" && op != "refuse" && op != "remove" {
-		return usageError("members", "members: %q is not accept, refuse or remove", op)
+	if op != "list" && op != "accept" && op != "refuse" && op != "remove" && op != "deny" && op != "undeny" {
+		return usageError("members", "members: %q is not accept, refuse, remove, deny or undeny", op)
 	}
 	fs := flags("members")
 	reason := fs.String("reason", "", "")
@@ -62,7 +71,7 @@ func runMembers(c *cli, args []string) error {
 	key := ""
 	switch {
 	case op == "list" && len(pos) > 0:
-		return usageError("members", "members lists with no argument; to change one: plug members accept|refuse|remove -p %s SHA256:...", name)
+		return usageError("members", "members lists with no argument; to change one: plug members accept|refuse|remove|deny|undeny -p %s SHA256:...", name)
 	case op != "list" && len(pos) != 1:
 		return usageError("members", "members %s takes one key fingerprint, SHA256:..., as the refusal or plug members printed it", op)
 	case op != "list":
@@ -71,8 +80,8 @@ func runMembers(c *cli, args []string) error {
 			return usageError("members", "%v", err)
 		}
 	}
-	if *reason != "" && op != "remove" {
-		return usageError("members", "--reason goes with remove only")
+	if *reason != "" && op != "remove" && op != "deny" {
+		return usageError("members", "--reason goes with remove and deny only")
 	}
 	return ask(store, name, func(ctx context.Context, cfg tunnel.ClientConfig) error {
 		l, done, err := tunnel.ManageMembers(ctx, cfg, op, key, *reason)
@@ -113,6 +122,12 @@ func writeMembers(w io.Writer, l tunnel.MemberList, now time.Time) {
 			fmt.Fprintf(tw, "%s\n", a)
 		}
 	}
+	if len(l.Denied) > 0 {
+		fmt.Fprintf(tw, "\nDENIED\tDENIED BY\tWHEN\tWHY\n")
+		for _, d := range l.Denied {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Key, d.By, since(d.At, now), d.Reason)
+		}
+	}
 	tw.Flush()
 }
 
@@ -120,11 +135,13 @@ func writeMembers(w io.Writer, l tunnel.MemberList, now time.Time) {
 const agentMembersUsage = `Usage: plug agent members [list]
        plug agent members add --user NAME 'ssh-ed25519 AAAA... [comment]'
        plug agent members accept|refuse|remove|admin|unadmin SHA256:...
+       plug agent members deny SHA256:... [--reason TEXT]
+       plug agent members undeny SHA256:...
        plug agent members reset --yes
 
-The operator's side of admission by approval, run in the agent's container,
-where its environment names the cluster's member store (on Kubernetes the
-Secret plug-members):
+The operator's side of admission and of the deny list, run in the agent's
+container, where its environment names the cluster's member store (on
+Kubernetes the Secret plug-members):
 
   kubectl -n NAMESPACE exec deploy/plug -- /plug agent members add --user alice 'ssh-ed25519 AAAA... alice@laptop'
 
@@ -132,13 +149,21 @@ Secret plug-members):
                           a member for the account NAME: the first member
   accept, refuse, remove  as plug members does, by the operator
   admin, unadmin          with open admission, lets the key see and end every
-                          run (plug who, plug end), or no longer
+                          run (plug who, plug end), and deny keys, or no
+                          longer
+  deny SHA256:...         takes the key back whatever the admission: what
+                          it has open ends on every replica, with TEXT
+                          (--reason), and it is refused until undeny
+  undeny SHA256:...       lifts a denial
   reset --yes             forgets every member, pending request, removal and
-                          admin: with admission by approval nobody gets in
-                          until add sets a first member again
+                          admin (not the denied keys): with admission by
+                          approval nobody gets in until add sets a first
+                          member again
   list                    the list, as plug members prints it
 
-Each change is written as one audit line (JSON) on standard output.
+Each change is written as one audit line (JSON) to the agent's audit trail:
+the agent's standard output (kubectl logs), PLUG_AUDIT_FILE when set, and
+this command's output.
 `
 
 // agentMembers is plug agent members: the operator changes the member
@@ -174,7 +199,7 @@ func (c *cli) agentMembers(ctx context.Context, args []string) error {
 			return usageError("agent", "%q is not a public key (%v): give it as plug pubkey prints it, ssh-ed25519 AAAA... comment", tunnel.PeerText(pos[0]), err)
 		}
 		change.PublicKey, change.Comment, change.User = key, comment, *user
-	case op == "accept" || op == "refuse" || op == "remove" || op == "admin" || op == "unadmin":
+	case op == "accept" || op == "refuse" || op == "remove" || op == "admin" || op == "unadmin" || op == "deny" || op == "undeny":
 		if len(pos) != 1 {
 			return usageError("agent", "agent members %s takes one key fingerprint, SHA256:...", op)
 		}
@@ -183,7 +208,10 @@ func (c *cli) agentMembers(ctx context.Context, args []string) error {
 		}
 		change.Key = pos[0]
 	default:
-		return usageError("agent", "agent members: %q is not list, add, accept, refuse, remove, admin, unadmin or reset", op)
+		return usageError("agent", "agent members: %q is not list, add, accept, refuse, remove, admin, unadmin, deny, undeny or reset", op)
+	}
+	if *reason != "" && op != "remove" && op != "deny" {
+		return usageError("agent", "--reason goes with remove and deny only")
 	}
 	logger := func(format string, args ...any) { fmt.Fprintf(c.stderr, "plug agent: "+format+"\n", args...) }
 	platform, err := newPlatform(ctx, os.Getenv("PLUG_PLATFORM"), logger)

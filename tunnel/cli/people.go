@@ -21,7 +21,9 @@ agent replica holds their connections:
 
   RUN      the run's id, for plug end
   USER     the developer's account, the fingerprint of their key and the
-           key's comment
+           key's comment; with open admission the fingerprint comes first,
+           as it is the identity: the account is only the name their SSH
+           client asserted, marked "(asserted)"
   FROM     the address their connection came from
   PLUG     their plug version
   SINCE    when the run was plugged in
@@ -74,6 +76,9 @@ func writeWho(w io.Writer, runs []tunnel.Plugged, now time.Time) {
 	fmt.Fprintln(tw, "RUN\tUSER\tFROM\tPLUG\tSINCE\tWHAT\tNAMES")
 	for _, r := range runs {
 		user := r.User + " " + r.Key
+		if r.UserAsserted {
+			user = r.Key + " " + r.User + " (asserted)"
+		}
 		if r.Comment != "" {
 			user += " " + r.Comment
 		}
@@ -120,7 +125,8 @@ name one run): the developer's command is stopped as Ctrl-C would stop it,
 their terminal shows who ended it (your account and key) and TEXT, and every
 name it served is given back at once, whichever agent replica holds which of
 its connections: a parked service is restored, an added name removed. It is
-not a ban: the developer may plug in again as long as their key is let in.
+not a ban: the developer may plug in again as long as their key is let in
+(plug members deny takes a key back).
 
 plug end waits until the run is gone from plug who (everything it set aside
 is back), up to 15 s.

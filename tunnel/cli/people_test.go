@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,13 +23,16 @@ func TestPeopleCommandsRefuseBadInput(t *testing.T) {
 	}{
 		{[]string{"members", "accept", "-p", "kube", "SHA256:nope"}, "is not a key's fingerprint"},
 		{[]string{"members", "remove", "-p", "kube"}, "takes one key fingerprint"},
-		{[]string{"members", "frob", "-p", "kube"}, `"frob" is not accept, refuse or remove`},
-		{[]string{"members", "accept", "-p", "kube", "SHA256:" + strings.Repeat("A", 43), "--reason", "x"}, "--reason goes with remove only"},
+		{[]string{"members", "frob", "-p", "kube"}, `"frob" is not accept, refuse, remove, deny or undeny`},
+		{[]string{"members", "accept", "-p", "kube", "SHA256:" + strings.Repeat("A", 43), "--reason", "x"}, "--reason goes with remove and deny only"},
 		{[]string{"end", "-p", "kube", "abcdef"}, "end needs --reason TEXT"},
 		{[]string{"end", "-p", "kube", "--reason", "x"}, "end takes one run id"},
 		{[]string{"agent", "members", "add", "--user", "bob", "not a key"}, "is not a public key"},
 		{[]string{"agent", "members", "reset"}, "give --yes"},
 		{[]string{"agent", "members", "remove", "SHA256:short"}, "is not a key's fingerprint"},
+		{[]string{"members", "deny", "-p", "kube"}, "takes one key fingerprint"},
+		{[]string{"agent", "members", "deny", "SHA256:short"}, "is not a key's fingerprint"},
+		{[]string{"agent", "members", "undeny", "--reason", "x", "SHA256:" + strings.Repeat("A", 43)}, "--reason goes with remove and deny only"},
 	} {
 		code, _, stderr := plug(t, tc.args...)
 		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
@@ -101,5 +105,24 @@ func TestWhoShowsAPersonalTakeoversFilter(t *testing.T) {
 		Names: []tunnel.RecordName{{Name: "shop", Port: 80, Mode: tunnel.ModeParked, Filter: "header X-Dev=alice"}, {Name: "web", Port: 80, Mode: tunnel.ModeParked}}}}, now)
 	if want := "shop:80 parked (personal: header X-Dev=alice), web:80 parked"; !strings.Contains(out.String(), want) {
 		t.Errorf("plug who printed\n%s\nwant %q in it", out.String(), want)
+	}
+}
+
+// With open admission plug who shows the key first and the account as
+// asserted; the denied keys are listed by plug members.
+func TestWhoMarksAnAssertedUserAndMembersListDenials(t *testing.T) {
+	var out strings.Builder
+	now := time.Now()
+	writeWho(&out, []tunnel.Plugged{
+		{Run: "run-1", User: "alice", UserAsserted: true, Key: "SHA256:a", Kind: tunnel.KindConsumes, Since: now},
+		{Run: "run-2", User: "bob", Key: "SHA256:b", Kind: tunnel.KindConsumes, Since: now},
+	}, now)
+	if !strings.Contains(out.String(), "SHA256:a alice (asserted)") || !strings.Contains(out.String(), "bob SHA256:b") || strings.Contains(out.String(), "bob (asserted)") {
+		t.Errorf("plug who printed\n%s", out.String())
+	}
+	out.Reset()
+	writeMembers(&out, tunnel.MemberList{Denied: []tunnel.Denial{{Key: "SHA256:d", By: "the operator", Reason: "laptop stolen", At: now}}}, now)
+	if !strings.Contains(out.String(), "DENIED") || !regexp.MustCompile(`SHA256:d\s+the operator\s+\S+.*laptop stolen`).MatchString(out.String()) {
+		t.Errorf("plug members printed\n%s", out.String())
 	}
 }

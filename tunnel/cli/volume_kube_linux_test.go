@@ -279,6 +279,54 @@ func TestVolumeConfigMapReadOnly(t *testing.T) {
 	_ = k
 }
 
+// setAgentEnv sets setting (NAME=VALUE) on the agent's Deployment, waits
+// until only pods with it are left, and points the profile at the new one.
+func (k *volumeKube) setAgentEnv(t *testing.T, setting string) {
+	t.Helper()
+	old := strings.Fields(k.Kubectl(t, "get", "pod", "-l", "app.kubernetes.io/name=plug", "-o", "jsonpath={.items[*].metadata.name}"))
+	k.Kubectl(t, "set", "env", "deployment/plug", setting)
+	k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
+	for _, pod := range old {
+		k.TryKubectl("wait", "--for=delete", "pod/"+pod, "--timeout=120s")
+	}
+	k.profile(t)
+}
+
+// With PLUG_OPEN_VOLUMES=read-only on the agent, the claim a workload
+// writes is served read-only to a key that is not a member, saying why,
+// and a write is refused; with PLUG_OPEN_VOLUMES=off the volume is
+// refused naming the switch, and no helper is made.
+func TestVolumeNarrowedForKeysNotMembers(t *testing.T) {
+	k := needVolumeKube(t, clustertest.Restricted())
+	k.setAgentEnv(t, "PLUG_OPEN_VOLUMES=read-only")
+	r := startVolume(t, "deploy/web:data")
+	if !strings.Contains(r.detail, "read-only") || !strings.Contains(r.detail, "PLUG_OPEN_VOLUMES=read-only") || !strings.Contains(r.mount, ",ro") {
+		t.Errorf("the claim is not said to be read-only, and why: %q, %q", r.detail, r.mount)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "new.txt"), []byte("x"), 0o644)
+	if out, err := r.smb(dir, "put new.txt"); err == nil || !strings.Contains(out, "NT_STATUS_MEDIA_WRITE_PROTECTED") {
+		t.Errorf("a write to the claim served read-only: %v, want NT_STATUS_MEDIA_WRITE_PROTECTED:\n%s", err, out)
+	}
+	r.cmd.Process.Signal(syscall.SIGINT)
+	r.cmd.Wait()
+	k.awaitNoHelpers(t, clustertest.Settle)
+
+	k.setAgentEnv(t, "PLUG_OPEN_VOLUMES=off")
+	var stderr string
+	clustertest.Eventually(t, clustertest.Settle, "the volume refused by the new agent", func() error {
+		var code int
+		code, _, stderr = runPlug(t, "-p", "kube", "-v", "deploy/web:data", "--", "true")
+		if code != ExitConnect || !strings.Contains(stderr, "PLUG_OPEN_VOLUMES=off") {
+			return fmt.Errorf("exit %d:\n%s", code, stderr)
+		}
+		return nil
+	})
+	if left := k.helpers(t); left != "" {
+		t.Errorf("a refused volume left:\n%s", left)
+	}
+}
+
 // TestVolumeAsOwner is acceptance item 5: a workload that runs as root,
 // and one whose uid can be read nowhere, get a helper with SETUID and
 // SETGID alone, serving as the owner of the volume's root; a namespace

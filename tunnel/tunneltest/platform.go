@@ -73,8 +73,15 @@ func (p *Platform) AddWorkload(address, target string) {
 }
 
 // Serve serves b as memplatform does and records it; a name a workload
-// answers is taken over.
+// answers is taken over, or refused with tunnel.ErrTakeoverNotAllowed when
+// b.NoTakeover.
 func (p *Platform) Serve(ctx context.Context, b tunnel.Binding) (tunnel.Served, error) {
+	p.mu.Lock()
+	_, deployed := p.workloads[net.JoinHostPort(b.Name, strconv.Itoa(b.Port))]
+	p.mu.Unlock()
+	if deployed && b.NoTakeover {
+		return tunnel.Served{}, tunnel.ErrTakeoverNotAllowed
+	}
 	served, err := p.Platform.Serve(ctx, b)
 	if err != nil {
 		return served, err
