@@ -13,6 +13,10 @@ type Container struct {
 		Hostname string
 		Image    string
 		Labels   map[string]string
+		// User is who the container's process runs as, "UID[:GID]" or
+		// a name of its image's, as the service or the image said; ""
+		// for root.
+		User string
 		// Env is the container's environment, NAME=VALUE: its image's ENV
 		// with the service's or run's variables over it.
 		Env []string

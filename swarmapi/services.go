@@ -73,6 +73,27 @@ type ContainerSpec struct {
 	Hostname string `json:",omitempty"`
 	// StopGracePeriod is in nanoseconds.
 	StopGracePeriod int64 `json:",omitempty"`
+	// Groups are supplementary groups of the container's process.
+	Groups []string `json:",omitempty"`
+	// Mounts are the container's volumes, bind mounts and tmpfs.
+	Mounts []Mount `json:",omitempty"`
+	// CapabilityAdd and CapabilityDrop change the runtime's default
+	// capabilities ("ALL" drops every one); API 1.41.
+	CapabilityAdd  []string `json:",omitempty"`
+	CapabilityDrop []string `json:",omitempty"`
+}
+
+// Mount is a mount of a service's containers: Type "volume" (a named
+// volume, Source its name), "bind" (Source a path on the node), "tmpfs",
+// "npipe" or "cluster".
+type Mount struct {
+	Type     string
+	Source   string `json:",omitempty"`
+	Target   string
+	ReadOnly bool `json:",omitempty"`
+	// The options of their type, as the engine wrote them.
+	BindOptions   json.RawMessage `json:",omitempty"`
+	VolumeOptions json.RawMessage `json:",omitempty"`
 }
 
 // RestartPolicy says when the swarm restarts a task. Delay is in nanoseconds.

@@ -246,11 +246,14 @@ type EnvResolver interface {
 // same volume source as the workload and writes as the workload's uid.
 // The helper carries the run's receipt: ReleaseVolume removes it, and
 // Maintain's sweep in any agent removes those whose run or agent is gone.
-// kubeplatform implements it.
+// kubeplatform (a pod and a Service) and swarmplatform (a service on the
+// node of the workload's task) implement it.
 type VolumeServer interface {
 	Platform
-	// ServeVolume makes the helper of req and returns once it answers. A
-	// volume another pod cannot mount (an emptyDir), a workload or volume
+	// ServeVolume makes the helper of req and returns once it runs (the
+	// agent then waits until it answers through the name). A
+	// volume another pod or container cannot mount (an emptyDir, a
+	// tmpfs), a workload or volume
 	// that does not exist, or a helper the cluster's admission refuses is
 	// an error saying why and what to do, and leaves nothing behind.
 	ServeVolume(ctx context.Context, req VolumeRequest) (Volume, error)

@@ -116,10 +116,11 @@ func (p *Platform) relayNetworks(plan relayPlan) []swarmapi.NetworkAttachmentCon
 	return out
 }
 
-// waitRelay waits until the relay service id has a running task. A task
-// the swarm refuses or that fails after since (when the relay was created
-// or changed) ends the wait with its error.
-func (p *Platform) waitRelay(ctx context.Context, id, name string, since time.Time) error {
+// waitTask waits until the service id (what, for messages: "the relay
+// service web") has a running task. A task the swarm refuses or that fails
+// after since (when the service was created or changed) ends the wait
+// with its error.
+func (p *Platform) waitTask(ctx context.Context, id, what string, since time.Time) error {
 	return poll(ctx, p.opts.StartTimeout, func() (bool, error) {
 		tasks, err := p.opts.Client.Tasks(ctx, map[string][]string{"service": {id}})
 		if err != nil {
@@ -130,7 +131,7 @@ func (p *Platform) waitRelay(ctx context.Context, id, name string, since time.Ti
 				return true, nil
 			}
 			if (t.Status.State == "failed" || t.Status.State == "rejected") && t.Status.Timestamp.After(since) {
-				return false, fmt.Errorf("the relay service %s cannot run: %s %s (image %s)", name, t.Status.Message, t.Status.Err, p.opts.Image)
+				return false, fmt.Errorf("%s cannot run: %s %s (image %s)", what, t.Status.Message, t.Status.Err, p.opts.Image)
 			}
 		}
 		return false, nil

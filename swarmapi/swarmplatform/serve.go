@@ -184,7 +184,7 @@ func (p *Platform) startRelay(ctx context.Context, plan relayPlan) (string, erro
 		}
 		return "", err
 	}
-	if err := p.waitRelay(ctx, id, plan.Service, since); err != nil {
+	if err := p.waitTask(ctx, id, "the relay service "+plan.Service, since); err != nil {
 		if rerr := p.opts.Client.RemoveService(context.WithoutCancel(ctx), id); rerr != nil && !swarmapi.IsNotFound(rerr) {
 			p.opts.Logf("removing the relay %s that did not start: %v", plan.Service, rerr)
 		}
@@ -211,7 +211,7 @@ func (p *Platform) addPort(ctx context.Context, relay *swarmapi.Service, b tunne
 		return spec.Set(placement, "TaskTemplate", "Placement")
 	})
 	if err == nil {
-		err = p.waitRelay(ctx, relay.ID, relay.Spec.Name, since)
+		err = p.waitTask(ctx, relay.ID, "the relay service "+relay.Spec.Name, since)
 	}
 	if err != nil {
 		return tunnel.Served{}, err
