@@ -210,9 +210,9 @@ func (c *Client) Service(ctx context.Context, id string) (*Service, error) {
 	return get[Service](ctx, c, "/services/"+url.PathEscape(id), url.Values{"insertDefaults": {"false"}})
 }
 
-// CreateService creates a service and returns its ID. A taken name is an
-// error for which IsConflict holds.
-func (c *Client) CreateService(ctx context.Context, spec ServiceSpec) (string, error) {
+// CreateService creates a service of spec, a ServiceSpec or a RawSpec,
+// and returns its ID. A taken name is an error for which IsConflict holds.
+func (c *Client) CreateService(ctx context.Context, spec any) (string, error) {
 	var out struct{ ID string }
 	if err := c.do(ctx, http.MethodPost, "/services/create", nil, spec, &out); err != nil {
 		return "", err

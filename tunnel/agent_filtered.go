@@ -43,13 +43,14 @@ func (a *Agent) servePersonal(r *run, dc *devConn, name string, port int, filter
 		return nil, err
 	}
 	if _, ok := a.Platform.(DeployedLister); !ok {
-		return nil, fmt.Errorf("a personal takeover (--header, --path) sends the requests of no filter to the deployed service, which this agent's platform does not keep running during a takeover (Swarm stops its tasks); serve %s without them", name)
+		return nil, fmt.Errorf("a personal takeover (--header, --path) sends the requests of no filter to the deployed service, which this agent's platform does not keep running during a takeover; serve %s without them", name)
 	}
 	b := &binding{since: time.Now(), match: m}
 	b.Binding = Binding{
 		Name:   name,
 		Port:   port,
 		Holder: Holder{Run: r.id, Agent: a.ID, Developer: r.developer, User: r.user, Since: time.Now()},
+		Filter: filter.String(),
 		Notify: func(e Event) { a.notifyFor(r, b, e) },
 	}
 	b.proof = newPathProof(name, port, a.Platform, func(e Event) { a.notify(r, e) }, a.logf)

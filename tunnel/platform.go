@@ -164,14 +164,17 @@ func DialBackends(ctx context.Context, targets []string) (net.Conn, error) {
 }
 
 // DeployedLister is a DeployedDialer whose deployed backends go on running
-// while a run holds the name (a Kubernetes takeover only repoints the
-// Service; a Swarm one stops the tasks), and that lists them:
+// while a personal takeover (Binding.Filter) holds the name (a Kubernetes
+// takeover only repoints the Service; a Swarm one stops the parked
+// service's tasks, and runs a copy of it for a personal takeover), and
+// that lists them:
 // DeployedAddrs returns the addresses (host:port) DialDeployed picks from
 // now, in no particular order; an error when none is ready, or b.Name is
 // one the run created. It must be quick: the agent asks at each request.
 // Personal takeovers (Filter) need it: each request that no filter
 // matches goes to one of them, picked per request, over connections kept
-// open to each between requests. kubeplatform implements it.
+// open to each between requests. kubeplatform and swarmplatform implement
+// it.
 type DeployedLister interface {
 	DeployedDialer
 	DeployedAddrs(b Binding) ([]string, error)
@@ -367,6 +370,12 @@ type Binding struct {
 	// a *RefusedError saying so, changing nothing.
 	UDP    bool
 	Holder Holder
+	// Filter is set for a personal takeover (agent_filtered.go): the
+	// requests of no run's filter go on to the deployed backends
+	// (DeployedLister), which the Platform keeps running for that. It is
+	// the first run's filter (Filter.String), for logs; "" for a full
+	// takeover or a new name.
+	Filter string
 
 	// Notify, when set, receives what the platform learns about the name
 	// while it is served (the path broke, the path healed, a controller

@@ -47,7 +47,7 @@ func (p *Platform) renew(ctx context.Context) {
 	for name, h := range p.holdings() {
 		p.renewOne(ctx, name, h)
 	}
-	p.renewVolumes(ctx)
+	p.renewLeased(ctx)
 }
 
 func (p *Platform) renewOne(ctx context.Context, name string, h holding) {
@@ -127,11 +127,11 @@ func (p *Platform) notify(h holding, kind tunnel.EventKind, text string) {
 // Sweep gives back every name whose holder is gone: relays whose heartbeat
 // is stale or whose agent task has ended are removed, restoring what they
 // parked, and receipts left without a relay by such a holder are restored.
-// Volume helpers of such holders are removed. Any number of agents may
+// Volume helpers and copies of services of such holders are removed. Any number of agents may
 // sweep at once.
 func (p *Platform) Sweep(ctx context.Context) error {
 	var errs []error
-	if err := p.sweepVolumes(ctx); err != nil {
+	if err := p.sweepLeased(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	relays, err := p.opts.Client.Services(ctx, map[string][]string{"label": {labelRelay}})

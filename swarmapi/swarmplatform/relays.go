@@ -15,10 +15,13 @@ import (
 )
 
 // takeoverRelayName is the relay service's name when the served name
-// belongs to a deployed service: "plug-NAME", shortened with a hash when
-// that exceeds the 63 characters a service name may have.
-func takeoverRelayName(name string) string {
-	n := "plug-" + name
+// belongs to a deployed service: "plug-NAME".
+func takeoverRelayName(name string) string { return plugName("plug-", name) }
+
+// plugName is prefix+name, shortened with a hash when that exceeds the 63
+// characters a service name may have.
+func plugName(prefix, name string) string {
+	n := prefix + name
 	if len(n) <= 63 {
 		return n
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -80,11 +79,11 @@ func (p *Platform) ServeVolume(ctx context.Context, req tunnel.VolumeRequest) (t
 	user, password := tunnel.NewVolumeCredential()
 	l := lease{Holder: req.Holder, Task: p.opts.Task, Heartbeat: time.Now()}
 	spec := p.helperSpec(plan, name, req.String(), l, user, password)
-	p.holdVolume(name, true) // held before it exists: a sweep meanwhile leaves it alone
+	p.holdLeased(name, true) // held before it exists: a sweep meanwhile leaves it alone
 	since := time.Now()
 	id, err := p.opts.Client.CreateService(ctx, spec)
 	if err != nil {
-		p.holdVolume(name, false)
+		p.holdLeased(name, false)
 		return tunnel.Volume{}, fmt.Errorf("creating the volume helper service %s: %w", name, err)
 	}
 	if err := p.waitTask(ctx, id, "the volume helper service "+name, since); err != nil {
@@ -102,31 +101,8 @@ func (p *Platform) ReleaseVolume(ctx context.Context, id string) error {
 	if err != nil && !swarmapi.IsNotFound(err) {
 		return fmt.Errorf("removing the volume helper service %s: %w", id, err)
 	}
-	p.holdVolume(id, false)
+	p.holdLeased(id, false)
 	return nil
-}
-
-// holdVolume records that this agent holds the helper name (or no longer).
-func (p *Platform) holdVolume(name string, held bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if held {
-		p.volumes[name] = true
-	} else {
-		delete(p.volumes, name)
-	}
-}
-
-// heldVolumes are the helpers this agent holds, sorted.
-func (p *Platform) heldVolumes() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	names := make([]string, 0, len(p.volumes))
-	for name := range p.volumes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 func helperName() (string, error) {
@@ -321,45 +297,4 @@ func (p *Platform) helperSpec(plan *helperPlan, name, workload string, l lease, 
 		spec.TaskTemplate.Placement = &swarmapi.Placement{Constraints: []string{"node.id==" + plan.node}}
 	}
 	return spec
-}
-
-// renewVolumes writes a fresh heartbeat on the helpers this agent holds.
-func (p *Platform) renewVolumes(ctx context.Context) {
-	for _, name := range p.heldVolumes() {
-		err := p.opts.Client.UpdateService(ctx, name, func(_ *swarmapi.Service, spec swarmapi.RawSpec) error {
-			spec.SetLabel(labelHeartbeat, time.Now().UTC().Format(time.RFC3339))
-			return nil
-		})
-		if err != nil && !swarmapi.IsNotFound(err) {
-			p.opts.Logf("volume helper %s: renewing the heartbeat: %v", name, err)
-		}
-	}
-}
-
-// sweepVolumes removes the helpers whose holder is gone: their agent's
-// task has ended, or their heartbeat is stale.
-func (p *Platform) sweepVolumes(ctx context.Context) error {
-	helpers, err := p.opts.Client.Services(ctx, map[string][]string{"label": {labelVolume}})
-	if err != nil {
-		return fmt.Errorf("listing the volume helpers: %w", err)
-	}
-	held := p.heldVolumes()
-	var errs []error
-	for i := range helpers {
-		h := &helpers[i]
-		if slices.Contains(held, h.Spec.Name) {
-			continue
-		}
-		l := leaseOf(h)
-		ok, why := p.alive(ctx, l.Task, l.Heartbeat)
-		if ok {
-			continue
-		}
-		if err := p.opts.Client.RemoveService(ctx, h.ID); err != nil && !swarmapi.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing the volume helper %s: %w", h.Spec.Name, err))
-			continue
-		}
-		p.opts.Logf("swept: removed the volume helper %s of %s: %s held it and %s", h.Spec.Name, tunnel.PeerText(h.Spec.Labels[labelVolume]), l.Holder, why)
-	}
-	return errors.Join(errs...)
 }
