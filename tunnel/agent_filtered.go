@@ -103,7 +103,7 @@ func (a *Agent) joinFront(b *binding) error {
 		return err
 	}
 	f := &front{a: a, name: b.Name, port: b.Port, listener: l, holder: b.Binding}
-	f.served = Served{TookOver: true, Detail: served.Detail + fmt.Sprintf("; only the requests with %s reach this run, every other caller the deployed pods", b.filter())}
+	f.served = Served{TookOver: true, Detail: served.Detail + fmt.Sprintf("; only the requests with %s reach this run, every other caller the deployed service", b.filter())}
 	f.routes = newHTTPRoutes(f)
 	b.served, b.front = f.served, f
 	f.setMembers([]*binding{b})
