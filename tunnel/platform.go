@@ -254,11 +254,11 @@ type EnvResolver interface {
 type VolumeServer interface {
 	Platform
 	// ServeVolume makes the helper of req and returns once it runs (the
-	// agent then waits until it answers through the name). A
-	// volume another pod or container cannot mount (an emptyDir, a
-	// tmpfs), a workload or volume
-	// that does not exist, or a helper the cluster's admission refuses is
-	// an error saying why and what to do, and leaves nothing behind.
+	// agent then waits until it answers through the name). A volume
+	// another pod or container cannot mount (an emptyDir, a tmpfs), a
+	// workload or volume that does not exist, or a helper the cluster's
+	// admission refuses is an error saying why and what to do, and leaves
+	// nothing behind.
 	ServeVolume(ctx context.Context, req VolumeRequest) (Volume, error)
 	// ReleaseVolume removes the helper id (Volume.ID). Removing one that
 	// is gone is not an error.
