@@ -133,7 +133,8 @@ type SharedHostKey interface {
 // as the parked service's own routing would pick it now (a ready pod its
 // parked selector selects, on the port the Service mapped b.Port to). It
 // fails at once when b.Name is one the run created (nothing else answers
-// it) or nothing deployed is ready. kubeplatform implements it.
+// it) or nothing deployed is ready. kubeplatform and swarmplatform
+// implement it.
 type DeployedDialer interface {
 	Platform
 	DialDeployed(ctx context.Context, b Binding) (net.Conn, error)

@@ -48,6 +48,9 @@ const (
 	// helperGoMemory is the Go runtime's soft memory limit in the helper,
 	// as on Kubernetes.
 	helperGoMemory = "96MiB"
+	// helperStopGrace is how long the helper has to stop before it is
+	// killed; plug smb stops at once.
+	helperStopGrace = 2 * time.Second
 )
 
 // ServeVolume makes the helper of req; see tunnel.VolumeServer.
@@ -96,12 +99,22 @@ func (p *Platform) ServeVolume(ctx context.Context, req tunnel.VolumeRequest) (t
 }
 
 // ReleaseVolume removes the helper service id; see tunnel.VolumeServer.
+// The engine stops a removed service's task seconds later: a task of it on
+// the agent's node is stopped at once, so that the share ends with the run.
 func (p *Platform) ReleaseVolume(ctx context.Context, id string) error {
+	tasks, _ := p.opts.Client.Tasks(ctx, map[string][]string{"service": {id}})
 	err := p.opts.Client.RemoveService(ctx, id)
 	if err != nil && !swarmapi.IsNotFound(err) {
 		return fmt.Errorf("removing the volume helper service %s: %w", id, err)
 	}
 	p.holdLeased(id, false)
+	for _, t := range tasks {
+		if cs := t.Status.ContainerStatus; cs != nil && cs.ContainerID != "" && t.NodeID == p.opts.Node {
+			if err := p.opts.Client.StopContainer(ctx, cs.ContainerID, helperStopGrace); err != nil {
+				p.opts.Logf("volume helper %s: stopping its container: %v (the engine stops it)", id, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -264,10 +277,11 @@ func (p *Platform) helperSpec(plan *helperPlan, name, workload string, l lease, 
 	args := []string{"smb", "--addr", ":" + strconv.Itoa(helperPort), "--share", helperShare}
 	cs := &swarmapi.ContainerSpec{
 		Image:           p.opts.Image,
+		Labels:          map[string]string{labelVolume: workload}, // docker ps --filter label=plug.dev/volume
 		Env:             []string{"PLUG_SMB_USER=" + user, "PLUG_SMB_PASSWORD=" + password, "GOMEMLIMIT=" + helperGoMemory},
 		Groups:          plan.groups,
 		Sysctls:         map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"},
-		StopGracePeriod: int64(2 * time.Second),
+		StopGracePeriod: int64(helperStopGrace),
 		CapabilityDrop:  []string{"ALL"},
 	}
 	if plan.user == "" {

@@ -77,7 +77,7 @@ func TestVolumeHelperOfAService(t *testing.T) {
 	h := specs[0]
 	cs := h.TaskTemplate.ContainerSpec
 	switch {
-	case h.Name != v.Host || h.Labels[labelVolume] != "service/files:/data" || h.Labels[labelExpose] != "445":
+	case h.Name != v.Host || h.Labels[labelVolume] != "service/files:/data" || cs.Labels[labelVolume] != "service/files:/data" || h.Labels[labelExpose] != "445":
 		t.Errorf("the helper's name and labels: %s %v", h.Name, h.Labels)
 	case cs.Image != fakeAgentImage || !slices.Equal(cs.Args, []string{"smb", "--addr", ":445", "--share", "volume", "/volume"}):
 		t.Errorf("the helper runs %s %v, want the agent's image serving /volume", cs.Image, cs.Args)
