@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeEngine serves handler as an engine answering /version with apiVersion
@@ -240,5 +241,26 @@ func TestNewClientFromEnvRefusesWhatIsNotAUnixSocket(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///run/other.sock")
 	if c, err := NewClientFromEnv(); err != nil || c.Socket() != "/run/other.sock" {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// StopContainer asks the engine to stop with the grace in whole seconds;
+// a container stopped already (304) or gone (404) is no error, a refusal
+// is.
+func TestStopContainer(t *testing.T) {
+	for status, wantErr := range map[int]bool{204: false, 304: false, 404: false, 500: true} {
+		var asked string
+		c := fakeEngine(t, "1.41", "1.12", func(w http.ResponseWriter, r *http.Request) {
+			asked = r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery
+			if status == 500 {
+				engineError(w, status, "cannot stop")
+				return
+			}
+			w.WriteHeader(status)
+		})
+		err := c.StopContainer(context.Background(), "abc", 2*time.Second)
+		if (err != nil) != wantErr || !strings.HasSuffix(asked, "/containers/abc/stop?t=2") || !strings.HasPrefix(asked, "POST ") {
+			t.Errorf("status %d: asked %q, error %v", status, asked, err)
+		}
 	}
 }

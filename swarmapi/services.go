@@ -73,6 +73,27 @@ type ContainerSpec struct {
 	Hostname string `json:",omitempty"`
 	// StopGracePeriod is in nanoseconds.
 	StopGracePeriod int64 `json:",omitempty"`
+	// Groups are supplementary groups of the container's process.
+	Groups []string `json:",omitempty"`
+	// Mounts are the container's volumes, bind mounts and tmpfs.
+	Mounts []Mount `json:",omitempty"`
+	// CapabilityAdd and CapabilityDrop change the runtime's default
+	// capabilities ("ALL" drops every one); API 1.41.
+	CapabilityAdd  []string `json:",omitempty"`
+	CapabilityDrop []string `json:",omitempty"`
+}
+
+// Mount is a mount of a service's containers: Type "volume" (a named
+// volume, Source its name), "bind" (Source a path on the node), "tmpfs",
+// "npipe" or "cluster".
+type Mount struct {
+	Type     string
+	Source   string `json:",omitempty"`
+	Target   string
+	ReadOnly bool `json:",omitempty"`
+	// The options of their type, as the engine wrote them.
+	BindOptions   json.RawMessage `json:",omitempty"`
+	VolumeOptions json.RawMessage `json:",omitempty"`
 }
 
 // RestartPolicy says when the swarm restarts a task. Delay is in nanoseconds.
@@ -189,9 +210,9 @@ func (c *Client) Service(ctx context.Context, id string) (*Service, error) {
 	return get[Service](ctx, c, "/services/"+url.PathEscape(id), url.Values{"insertDefaults": {"false"}})
 }
 
-// CreateService creates a service and returns its ID. A taken name is an
-// error for which IsConflict holds.
-func (c *Client) CreateService(ctx context.Context, spec ServiceSpec) (string, error) {
+// CreateService creates a service of spec, a ServiceSpec or a RawSpec,
+// and returns its ID. A taken name is an error for which IsConflict holds.
+func (c *Client) CreateService(ctx context.Context, spec any) (string, error) {
 	var out struct{ ID string }
 	if err := c.do(ctx, http.MethodPost, "/services/create", nil, spec, &out); err != nil {
 		return "", err

@@ -43,13 +43,14 @@ func (a *Agent) servePersonal(r *run, dc *devConn, name string, port int, filter
 		return nil, err
 	}
 	if _, ok := a.Platform.(DeployedLister); !ok {
-		return nil, fmt.Errorf("a personal takeover (--header, --path) sends the requests of no filter to the deployed service, which this agent's platform does not keep running during a takeover (Swarm stops its tasks); serve %s without them", name)
+		return nil, fmt.Errorf("a personal takeover (--header, --path) sends the requests of no filter to the deployed service, which this agent's platform does not keep running during a takeover; serve %s without them", name)
 	}
 	b := &binding{since: time.Now(), match: m}
 	b.Binding = Binding{
 		Name:   name,
 		Port:   port,
 		Holder: Holder{Run: r.id, Agent: a.ID, Developer: r.developer, User: r.user, Since: time.Now()},
+		Filter: filter.String(),
 		Notify: func(e Event) { a.notifyFor(r, b, e) },
 	}
 	b.proof = newPathProof(name, port, a.Platform, func(e Event) { a.notify(r, e) }, a.logf)
@@ -102,7 +103,7 @@ func (a *Agent) joinFront(b *binding) error {
 		return err
 	}
 	f := &front{a: a, name: b.Name, port: b.Port, listener: l, holder: b.Binding}
-	f.served = Served{TookOver: true, Detail: served.Detail + fmt.Sprintf("; only the requests with %s reach this run, every other caller the deployed pods", b.filter())}
+	f.served = Served{TookOver: true, Detail: served.Detail + fmt.Sprintf("; only the requests with %s reach this run, every other caller the deployed service", b.filter())}
 	f.routes = newHTTPRoutes(f)
 	b.served, b.front = f.served, f
 	f.setMembers([]*binding{b})

@@ -133,7 +133,8 @@ type SharedHostKey interface {
 // as the parked service's own routing would pick it now (a ready pod its
 // parked selector selects, on the port the Service mapped b.Port to). It
 // fails at once when b.Name is one the run created (nothing else answers
-// it) or nothing deployed is ready. kubeplatform implements it.
+// it) or nothing deployed is ready. kubeplatform and swarmplatform
+// implement it.
 type DeployedDialer interface {
 	Platform
 	DialDeployed(ctx context.Context, b Binding) (net.Conn, error)
@@ -164,14 +165,17 @@ func DialBackends(ctx context.Context, targets []string) (net.Conn, error) {
 }
 
 // DeployedLister is a DeployedDialer whose deployed backends go on running
-// while a run holds the name (a Kubernetes takeover only repoints the
-// Service; a Swarm one stops the tasks), and that lists them:
+// while a personal takeover (Binding.Filter) holds the name (a Kubernetes
+// takeover only repoints the Service; a Swarm one stops the parked
+// service's tasks, and runs a copy of it for a personal takeover), and
+// that lists them:
 // DeployedAddrs returns the addresses (host:port) DialDeployed picks from
 // now, in no particular order; an error when none is ready, or b.Name is
 // one the run created. It must be quick: the agent asks at each request.
 // Personal takeovers (Filter) need it: each request that no filter
 // matches goes to one of them, picked per request, over connections kept
-// open to each between requests. kubeplatform implements it.
+// open to each between requests. kubeplatform and swarmplatform implement
+// it.
 type DeployedLister interface {
 	DeployedDialer
 	DeployedAddrs(b Binding) ([]string, error)
@@ -246,13 +250,16 @@ type EnvResolver interface {
 // same volume source as the workload and writes as the workload's uid.
 // The helper carries the run's receipt: ReleaseVolume removes it, and
 // Maintain's sweep in any agent removes those whose run or agent is gone.
-// kubeplatform implements it.
+// kubeplatform (a pod and a Service) and swarmplatform (a service on the
+// node of the workload's task) implement it.
 type VolumeServer interface {
 	Platform
-	// ServeVolume makes the helper of req and returns once it answers. A
-	// volume another pod cannot mount (an emptyDir), a workload or volume
-	// that does not exist, or a helper the cluster's admission refuses is
-	// an error saying why and what to do, and leaves nothing behind.
+	// ServeVolume makes the helper of req and returns once it runs (the
+	// agent then waits until it answers through the name). A volume
+	// another pod or container cannot mount (an emptyDir, a tmpfs), a
+	// workload or volume that does not exist, or a helper the cluster's
+	// admission refuses is an error saying why and what to do, and leaves
+	// nothing behind.
 	ServeVolume(ctx context.Context, req VolumeRequest) (Volume, error)
 	// ReleaseVolume removes the helper id (Volume.ID). Removing one that
 	// is gone is not an error.
@@ -368,6 +375,12 @@ type Binding struct {
 	// have it: a Platform returns ErrTakeoverNotAllowed, changing
 	// nothing, rather than park a deployed service (OpenRules).
 	NoTakeover bool
+	// Filter is set for a personal takeover (agent_filtered.go): the
+	// requests of no run's filter go on to the deployed backends
+	// (DeployedLister), which the Platform keeps running for that. It is
+	// the first run's filter (Filter.String), for logs; "" for a full
+	// takeover or a new name.
+	Filter string
 
 	// Notify, when set, receives what the platform learns about the name
 	// while it is served (the path broke, the path healed, a controller

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -62,54 +61,6 @@ func (k *kube) shopPods(t *testing.T) map[string]bool {
 	return pods
 }
 
-// devProcess is a local process answering HTTP/1.1 and h2c with "WHO
-// PROTO", and gRPC-framed calls with "WHO: MESSAGE" each.
-func devProcess(t *testing.T, who string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Protocols: &protocols, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Content-Type") != "application/grpc" {
-			fmt.Fprintf(w, "%s %s\n", who, r.Proto)
-			return
-		}
-		w.Header().Set("Content-Type", "application/grpc")
-		w.Header().Set("Trailer", "Grpc-Status")
-		rc := http.NewResponseController(w)
-		for {
-			msg, err := readFramed(r.Body)
-			if err != nil {
-				break
-			}
-			w.Write(framed(who + ": " + msg))
-			rc.Flush()
-		}
-		w.Header().Set("Grpc-Status", "0")
-	})}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
-}
-
-func framed(msg string) []byte {
-	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
-}
-
-func readFramed(r io.Reader) (string, error) {
-	var head [5]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return "", err
-	}
-	msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
-	_, err := io.ReadFull(r, msg)
-	return string(msg), err
-}
-
 // caller is an HTTP client of address from this machine.
 func caller(address string, h2 bool) *http.Client {
 	var d net.Dialer
@@ -121,38 +72,10 @@ func ask(c *http.Client, dev string) (string, error) {
 	return tunneltest.Ask(c, "http://shop/", "X-Dev", dev)
 }
 
-// grpcCall makes a call of messages to /test.Echo/Call over c (HTTP/2)
-// with X-Dev: dev, sending each message only once the previous one is
-// answered, and returns the answers and the grpc-status trailer.
+// grpcCall makes a call of messages to shop over c (HTTP/2) with X-Dev:
+// dev; see tunneltest.GRPCCall.
 func grpcCall(c *http.Client, dev string, messages ...string) ([]string, string, error) {
-	body, send := io.Pipe()
-	req, _ := http.NewRequest("POST", "http://shop/test.Echo/Call", body)
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("TE", "trailers")
-	if dev != "" {
-		req.Header.Set("X-Dev", dev)
-	}
-	go send.Write(framed(messages[0]))
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	var answers []string
-	for i := range messages {
-		msg, err := readFramed(resp.Body)
-		if err != nil {
-			return answers, "", fmt.Errorf("answer %d: %w", i, err)
-		}
-		answers = append(answers, msg)
-		if i+1 < len(messages) {
-			go send.Write(framed(messages[i+1]))
-		} else {
-			send.Close()
-		}
-	}
-	io.Copy(io.Discard, resp.Body)
-	return answers, resp.Trailer.Get("Grpc-Status"), nil
+	return tunneltest.GRPCCall(c, "http://shop/test.Echo/Call", "X-Dev", dev, messages...)
 }
 
 // connectAs opens a run on the agent as user, with a key of its own.
@@ -207,7 +130,7 @@ func TestPersonalTakeoversOnTheDeployedAgent(t *testing.T) {
 	devs := map[string]*tunnel.Session{}
 	for _, dev := range []string{"alice", "bob"} {
 		s := a.connectAs(t, dev)
-		served, err := s.ServeFiltered(bg, "shop", 80, devProcess(t, dev), xDev(dev))
+		served, err := s.ServeFiltered(bg, "shop", 80, tunneltest.DevServer(t, dev), xDev(dev))
 		if err != nil || !served.TookOver {
 			t.Fatalf("%s: a personal takeover of shop: %+v, %v", dev, served, err)
 		}
@@ -215,10 +138,10 @@ func TestPersonalTakeoversOnTheDeployedAgent(t *testing.T) {
 		devs[dev] = s
 	}
 	carol := a.connectAs(t, "carol")
-	if _, err := carol.ServeFiltered(bg, "shop", 80, devProcess(t, "carol"), tunnel.Filter{Headers: []tunnel.HeaderMatch{{Name: "X-Dev", Regex: "b.*"}}}); err == nil || !strings.Contains(err.Error(), "overlaps the personal takeover of bob") {
+	if _, err := carol.ServeFiltered(bg, "shop", 80, tunneltest.DevServer(t, "carol"), tunnel.Filter{Headers: []tunnel.HeaderMatch{{Name: "X-Dev", Regex: "b.*"}}}); err == nil || !strings.Contains(err.Error(), "overlaps the personal takeover of bob") {
 		t.Errorf("carol's X-Dev~b.*: %v, want refused as overlapping bob's", err)
 	}
-	if _, err := carol.Serve(bg, "shop", 80, devProcess(t, "carol")); err == nil || !strings.Contains(err.Error(), "taken over personally") {
+	if _, err := carol.Serve(bg, "shop", 80, tunneltest.DevServer(t, "carol")); err == nil || !strings.Contains(err.Error(), "taken over personally") {
 		t.Errorf("carol's full takeover: %v, want refused while personal ones exist", err)
 	}
 

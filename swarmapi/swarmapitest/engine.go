@@ -2,6 +2,7 @@ package swarmapitest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -408,6 +409,7 @@ func (e *engine) start(svc *service, slot int) {
 	c.Name = fmt.Sprintf("/%s.%d.%s", svc.spec.Name, slot, t.ID)
 	c.Config.Hostname, c.Config.Image = c.ID[:12], image
 	c.Config.Env = containerEnv(img.Config.Env, svc.spec.TaskTemplate.ContainerSpec.Env)
+	c.Config.User = cmp.Or(svc.spec.TaskTemplate.ContainerSpec.User, img.Config.User) // the service's user, else the image's
 	c.Config.Labels = map[string]string{"com.docker.swarm.task.id": t.ID, "com.docker.swarm.service.id": svc.id, "com.docker.swarm.service.name": svc.spec.Name}
 	c.State.Running, c.State.Status = true, "running"
 	c.NetworkSettings.Networks = map[string]swarmapi.EndpointSettings{}

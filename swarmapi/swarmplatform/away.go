@@ -42,8 +42,8 @@ func (p *Platform) wantAwake(name string, rec tunnel.RunRecord) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.held[name]
-	if h == nil || h.parked == "" || h.awake == rec.Away {
-		return false
+	if h == nil || h.parked == "" || h.personal || h.awake == rec.Away {
+		return false // a personal takeover's copy runs all along
 	}
 	for _, b := range h.bindings {
 		if b.Holder.Run != rec.Run || b.Holder.Developer != rec.Key {

@@ -54,7 +54,7 @@ func (p *Platform) deployed(ctx context.Context, name string) (*swarmapi.Service
 }
 
 // takeable refuses to take over what must not be: the agent itself, a
-// relay, a service the operator protects (label plug.dev/protect=true), a
+// relay, a volume helper, a copy of a service, a service the operator protects (label plug.dev/protect=true), a
 // job, a service parked by another live run. A receipt left by a run that
 // is gone is restored first.
 func (p *Platform) takeable(ctx context.Context, svc *swarmapi.Service, b tunnel.Binding) error {
@@ -66,6 +66,12 @@ func (p *Platform) takeable(ctx context.Context, svc *swarmapi.Service, b tunnel
 	}
 	if served := svc.Spec.Labels[labelRelay]; served != "" {
 		return tunnel.Refused(b.Name, "%s is the relay plug runs for the served name %s; choose another name", svc.Spec.Name, served)
+	}
+	if served := svc.Spec.Labels[labelCopy]; served != "" {
+		return tunnel.Refused(b.Name, "%s is the copy plug runs of %s while it is taken over personally; choose another name", svc.Spec.Name, served)
+	}
+	if svc.Spec.Labels[labelVolume] != "" {
+		return tunnel.Refused(b.Name, "%s is the volume helper plug runs for a run's --volume; choose another name", svc.Spec.Name)
 	}
 	if svc.Spec.Mode.Replicated == nil && svc.Spec.Mode.Global == nil {
 		return tunnel.Refused(b.Name, "%s is a job, not a service that answers calls; plug serves names of replicated and global services", svc.Spec.Name)

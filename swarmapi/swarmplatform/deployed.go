@@ -64,11 +64,7 @@ func (p *Platform) DialDeployed(ctx context.Context, b tunnel.Binding) (net.Conn
 	if len(ips) == 0 {
 		return nil, fmt.Errorf("the service %s runs no task: it is parked", b.Name)
 	}
-	targets := make([]string, len(ips))
-	for i, ip := range ips {
-		targets[i] = netip.AddrPortFrom(ip, uint16(b.Port)).String()
-	}
-	return tunnel.DialBackends(ctx, targets)
+	return tunnel.DialBackends(ctx, targetsOf(ips, b.Port))
 }
 
 // noteDeployed records that name is taken over from the service id.

@@ -36,6 +36,9 @@ func (p *Platform) Env(ctx context.Context, req tunnel.EnvRequest) (*tunnel.Env,
 		return nil, fmt.Errorf("service/%s does not exist in this swarm (docker service ls lists the services)", req.Name)
 	}
 	what := "service/" + svc.Spec.Name
+	if svc.Spec.Labels[labelVolume] != "" {
+		return nil, fmt.Errorf("%s is a volume helper of plug's: its environment holds the credential of its run's share alone", what)
+	}
 	if ctr := p.runningContainer(ctx, svc); ctr != nil {
 		return envOf(fmt.Sprintf("%s: container %s", what, strings.TrimPrefix(ctr.Name, "/")), ctr.Config.Env), nil
 	}

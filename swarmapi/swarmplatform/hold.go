@@ -13,6 +13,7 @@ type holding struct {
 	bindings map[relayPort]tunnel.Binding
 	warned   bool // the developer was told the takeover was reverted
 	awake    bool // its run is away: the parked service is to run meanwhile (away.go)
+	personal bool // taken over personally: a copy of the parked service runs (personal.go)
 }
 
 // addBinding records that this agent serves b through the relay relayID
@@ -38,6 +39,15 @@ func (p *Platform) dropBinding(b tunnel.Binding) {
 		if len(h.bindings) == 0 {
 			delete(p.held, b.Name)
 		}
+	}
+}
+
+// markPersonal records that name was taken over personally.
+func (p *Platform) markPersonal(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h := p.held[name]; h != nil {
+		h.personal = true
 	}
 }
 

@@ -47,6 +47,7 @@ func (p *Platform) renew(ctx context.Context) {
 	for name, h := range p.holdings() {
 		p.renewOne(ctx, name, h)
 	}
+	p.renewLeased(ctx)
 }
 
 func (p *Platform) renewOne(ctx context.Context, name string, h holding) {
@@ -126,15 +127,19 @@ func (p *Platform) notify(h holding, kind tunnel.EventKind, text string) {
 // Sweep gives back every name whose holder is gone: relays whose heartbeat
 // is stale or whose agent task has ended are removed, restoring what they
 // parked, and receipts left without a relay by such a holder are restored.
-// Any number of agents may sweep at once.
+// Volume helpers and copies of services of such holders are removed. Any number of agents may
+// sweep at once.
 func (p *Platform) Sweep(ctx context.Context) error {
+	var errs []error
+	if err := p.sweepLeased(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	relays, err := p.opts.Client.Services(ctx, map[string][]string{"label": {labelRelay}})
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	mine := p.holdings()
 	live := map[string]bool{} // relay service names still held
-	var errs []error
 	for i := range relays {
 		r := &relays[i]
 		name := r.Spec.Labels[labelRelay]

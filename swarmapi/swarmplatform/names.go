@@ -74,7 +74,8 @@ func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterN
 // its label plug.dev/expose lists, else the target ports it publishes and
 // the ports its image exposes, TCP and UDP. Served names are listed with the ports
 // their relay forwards; parked services are left out, as their relay
-// answers for them, and so is the agent's own service, which runs neither
+// answers for them, and so are the copies of services taken over
+// personally, and the agent's own service, which runs neither
 // serve nor reach.
 func (p *Platform) Names(ctx context.Context) ([]tunnel.ClusterName, error) {
 	all, err := p.opts.Client.Services(ctx, nil)
@@ -85,7 +86,7 @@ func (p *Platform) Names(ctx context.Context) ([]tunnel.ClusterName, error) {
 	var names []tunnel.ClusterName
 	for i := range all {
 		s := &all[i]
-		if _, parked := s.Spec.Labels[labelReceipt]; parked || s.ID == p.opts.Service {
+		if _, parked := s.Spec.Labels[labelReceipt]; parked || s.ID == p.opts.Service || s.Spec.Labels[labelCopy] != "" {
 			continue
 		}
 		forms, onOurs := p.formsOnAgentNetworks(s)

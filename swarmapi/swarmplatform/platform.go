@@ -91,6 +91,9 @@ type Platform struct {
 	takenFrom map[string]*deployedSet
 	// records are the run records this agent wrote (runs.go), by digest.
 	records tunnel.WrittenRecords
+	// leased are the names of the services this agent holds beside its
+	// relays: volume helpers and copies of services (leased.go).
+	leased map[string]bool
 }
 
 // The Platform contract. Each optional interface of tunnel/platform.go
@@ -109,7 +112,7 @@ func New(opts Options) (*Platform, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 45 * time.Second
 	}
-	return &Platform{opts: opts, names: map[string]*sync.Mutex{}, held: map[string]*holding{}, takenFrom: map[string]*deployedSet{}}, nil
+	return &Platform{opts: opts, names: map[string]*sync.Mutex{}, held: map[string]*holding{}, takenFrom: map[string]*deployedSet{}, leased: map[string]bool{}}, nil
 }
 
 // taskLabel is the label the swarm puts on a task's container.

@@ -15,10 +15,13 @@ import (
 )
 
 // takeoverRelayName is the relay service's name when the served name
-// belongs to a deployed service: "plug-NAME", shortened with a hash when
-// that exceeds the 63 characters a service name may have.
-func takeoverRelayName(name string) string {
-	n := "plug-" + name
+// belongs to a deployed service: "plug-NAME".
+func takeoverRelayName(name string) string { return plugName("plug-", name) }
+
+// plugName is prefix+name, shortened with a hash when that exceeds the 63
+// characters a service name may have.
+func plugName(prefix, name string) string {
+	n := prefix + name
 	if len(n) <= 63 {
 		return n
 	}
@@ -116,10 +119,11 @@ func (p *Platform) relayNetworks(plan relayPlan) []swarmapi.NetworkAttachmentCon
 	return out
 }
 
-// waitRelay waits until the relay service id has a running task. A task
-// the swarm refuses or that fails after since (when the relay was created
-// or changed) ends the wait with its error.
-func (p *Platform) waitRelay(ctx context.Context, id, name string, since time.Time) error {
+// waitTask waits until the service id (what, for messages: "the relay
+// service web") has a running task. A task the swarm refuses or that fails
+// after since (when the service was created or changed) ends the wait
+// with its error.
+func (p *Platform) waitTask(ctx context.Context, id, what string, since time.Time) error {
 	return poll(ctx, p.opts.StartTimeout, func() (bool, error) {
 		tasks, err := p.opts.Client.Tasks(ctx, map[string][]string{"service": {id}})
 		if err != nil {
@@ -130,7 +134,7 @@ func (p *Platform) waitRelay(ctx context.Context, id, name string, since time.Ti
 				return true, nil
 			}
 			if (t.Status.State == "failed" || t.Status.State == "rejected") && t.Status.Timestamp.After(since) {
-				return false, fmt.Errorf("the relay service %s cannot run: %s %s (image %s)", name, t.Status.Message, t.Status.Err, p.opts.Image)
+				return false, fmt.Errorf("%s cannot run: %s %s (image %s)", what, t.Status.Message, t.Status.Err, p.opts.Image)
 			}
 		}
 		return false, nil

@@ -71,7 +71,8 @@ func (p *Platform) dropPort(ctx context.Context, relay *swarmapi.Service, b tunn
 // and, through it, the run or the restored tasks; the restored tasks are
 // read before the relay goes, so that no caller that still reaches it is
 // refused on the list of a parked service. Restoring first means a
-// failure leaves the relay, and its receipt, for the sweep to finish.
+// failure leaves the relay, and its receipt, for the sweep to finish. The
+// copy a personal takeover ran goes last.
 func (p *Platform) giveBack(ctx context.Context, relay *swarmapi.Service, why string) error {
 	ctx = context.WithoutCancel(ctx) // half an undo is worse than a late one
 	name := relay.Spec.Labels[labelRelay]
@@ -92,7 +93,7 @@ func (p *Platform) giveBack(ctx context.Context, relay *swarmapi.Service, why st
 		return err
 	}
 	p.opts.Logf("gave %s back: removed relay service %s (%s)", name, relay.Spec.Name, why)
-	return nil
+	return p.removeCopy(ctx, name)
 }
 
 // restore puts the service id back exactly as its receipt says, if the

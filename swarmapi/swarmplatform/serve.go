@@ -98,7 +98,22 @@ func (p *Platform) takeOver(ctx context.Context, svc *swarmapi.Service, b tunnel
 	if err := p.takeable(ctx, svc, b); err != nil {
 		return tunnel.Served{}, err
 	}
-	p.noteDeployed(b.Name, svc.ID)
+	deployed := svc.ID
+	if b.Filter != "" {
+		id, err := p.startCopy(ctx, svc, b)
+		if err != nil {
+			return tunnel.Served{}, err
+		}
+		deployed = id
+	}
+	p.noteDeployed(b.Name, deployed)
+	dropCopy := func() {
+		if b.Filter != "" {
+			if err := p.removeCopy(context.WithoutCancel(ctx), b.Name); err != nil {
+				p.opts.Logf("%s: %v (the sweep retries)", b.Name, err)
+			}
+		}
+	}
 	r := receipt{Name: b.Name, Relay: takeoverRelayName(b.Name), Holder: b.Holder, Task: p.opts.Task, Parked: time.Now()}
 	plan := relayPlan{
 		Name: b.Name, Service: r.Relay, Parked: svc.ID,
@@ -107,6 +122,7 @@ func (p *Platform) takeOver(ctx context.Context, svc *swarmapi.Service, b tunnel
 	}
 	id, err := p.startRelay(ctx, plan)
 	if err != nil {
+		dropCopy()
 		return tunnel.Served{}, err
 	}
 	err = p.opts.Client.UpdateService(ctx, svc.ID, func(s *swarmapi.Service, spec swarmapi.RawSpec) error {
@@ -119,10 +135,14 @@ func (p *Platform) takeOver(ctx context.Context, svc *swarmapi.Service, b tunnel
 		if rerr := p.opts.Client.RemoveService(context.WithoutCancel(ctx), id); rerr != nil && !swarmapi.IsNotFound(rerr) {
 			err = fmt.Errorf("%w; removing the relay %s failed too (%v): the sweep retries", err, r.Relay, rerr)
 		}
+		dropCopy()
 		return tunnel.Served{}, err
 	}
 	p.opts.Logf("parked service %s for %s (receipt on the service)", svc.Spec.Name, b.Holder)
 	p.addBinding(b, id, svc.ID)
+	if b.Filter != "" {
+		p.markPersonal(b.Name)
+	}
 	p.opts.Logf("%s:%d now reaches %s through relay service %s", b.Name, b.Port, b.Holder, r.Relay)
 	if e, ok := stackNotice(svc, b.Name); ok && b.Notify != nil {
 		b.Notify(e)
@@ -130,6 +150,9 @@ func (p *Platform) takeOver(ctx context.Context, svc *swarmapi.Service, b tunnel
 
 	detail := fmt.Sprintf("service %s (%s) is parked for the session; %s:%d reaches this session on %s",
 		svc.Spec.Name, modeText(svc), b.Name, b.Port, p.networkNames())
+	if b.Filter != "" {
+		detail += fmt.Sprintf("; its copy %s runs meanwhile for the other requests", copyName(b.Name))
+	}
 	if !p.waitStopped(ctx, svc.ID) {
 		detail += "; some of its tasks are still stopping, and answer until they have"
 	}
@@ -187,7 +210,7 @@ func (p *Platform) startRelay(ctx context.Context, plan relayPlan) (string, erro
 		}
 		return "", err
 	}
-	if err := p.waitRelay(ctx, id, plan.Service, since); err != nil {
+	if err := p.waitTask(ctx, id, "the relay service "+plan.Service, since); err != nil {
 		if rerr := p.opts.Client.RemoveService(context.WithoutCancel(ctx), id); rerr != nil && !swarmapi.IsNotFound(rerr) {
 			p.opts.Logf("removing the relay %s that did not start: %v", plan.Service, rerr)
 		}
@@ -214,7 +237,7 @@ func (p *Platform) addPort(ctx context.Context, relay *swarmapi.Service, b tunne
 		return spec.Set(placement, "TaskTemplate", "Placement")
 	})
 	if err == nil {
-		err = p.waitRelay(ctx, relay.ID, relay.Spec.Name, since)
+		err = p.waitTask(ctx, relay.ID, "the relay service "+relay.Spec.Name, since)
 	}
 	if err != nil {
 		return tunnel.Served{}, err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -103,4 +104,94 @@ func H2CUpgrade(c net.Conn, name, value string) (string, error) {
 			return "", fmt.Errorf("GOAWAY %x", payload)
 		}
 	}
+}
+
+// DevServer is a developer's process on 127.0.0.1, for personal takeover
+// tests: it answers HTTP/1.1 and h2c with "WHO PROTO", and gRPC-framed
+// calls with "WHO: MESSAGE" for each message. It returns its address and
+// stops when t ends.
+func DevServer(t testing.TB, who string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &protocols, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/grpc" {
+			fmt.Fprintf(w, "%s %s\n", who, r.Proto)
+			return
+		}
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status")
+		rc := http.NewResponseController(w)
+		for {
+			msg, err := ReadGRPCFrame(r.Body)
+			if err != nil {
+				break
+			}
+			w.Write(GRPCFrame(who + ": " + msg))
+			rc.Flush()
+		}
+		w.Header().Set("Grpc-Status", "0")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
+
+// GRPCFrame frames msg as gRPC does: not compressed, its length, itself.
+func GRPCFrame(msg string) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+}
+
+// ReadGRPCFrame reads one gRPC-framed message.
+func ReadGRPCFrame(r io.Reader) (string, error) {
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return "", err
+	}
+	msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
+	_, err := io.ReadFull(r, msg)
+	return string(msg), err
+}
+
+// GRPCCall makes a call of messages to url over c (HTTP/2), with the
+// header name: value when value is not empty, sending each message only
+// once the previous one is answered, and returns the answers and the
+// grpc-status trailer.
+func GRPCCall(c *http.Client, url, name, value string, messages ...string) ([]string, string, error) {
+	body, send := io.Pipe()
+	req, err := http.NewRequest("POST", url, body)
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("TE", "trailers")
+	if value != "" {
+		req.Header.Set(name, value)
+	}
+	go send.Write(GRPCFrame(messages[0]))
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	var answers []string
+	for i := range messages {
+		msg, err := ReadGRPCFrame(resp.Body)
+		if err != nil {
+			return answers, "", fmt.Errorf("answer %d: %w", i, err)
+		}
+		answers = append(answers, msg)
+		if i+1 < len(messages) {
+			go send.Write(GRPCFrame(messages[i+1]))
+		} else {
+			send.Close()
+		}
+	}
+	io.Copy(io.Discard, resp.Body)
+	return answers, resp.Trailer.Get("Grpc-Status"), nil
 }
