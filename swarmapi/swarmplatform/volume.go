@@ -75,6 +75,10 @@ func (p *Platform) ServeVolume(ctx context.Context, req tunnel.VolumeRequest) (t
 	if err != nil {
 		return tunnel.Volume{}, err
 	}
+	if req.ReadOnly && !plan.readOnly { // PLUG_OPEN_VOLUMES=read-only
+		plan.readOnly = true
+		plan.detail += ", read-only"
+	}
 	name, err := helperName()
 	if err != nil {
 		return tunnel.Volume{}, err

@@ -103,6 +103,18 @@ func TestVolumeHelperOfAService(t *testing.T) {
 		t.Errorf("releasing a helper that is gone: %v", err)
 	}
 
+	// A volume the workload writes, asked read-only (PLUG_OPEN_VOLUMES).
+	v, err = p.ServeVolume(bg, tunnel.VolumeRequest{Kind: tunnel.WorkloadService, Name: "files", Volume: "/data", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if specs := f.helperSpecs(t); !v.ReadOnly || !strings.HasSuffix(v.Detail, ", read-only") || len(specs) != 1 || !specs[0].TaskTemplate.ContainerSpec.Mounts[0].ReadOnly {
+		t.Errorf("a volume asked read-only: %+v, helpers %d", v, len(specs))
+	}
+	if err := p.ReleaseVolume(bg, v.ID); err != nil {
+		t.Fatal(err)
+	}
+
 	// A read-only bind mount of a root workload.
 	root := f.serviceSpec("root", 1)
 	root.TaskTemplate.ContainerSpec.Mounts = []swarmapi.Mount{{Type: "bind", Source: "/srv/conf", Target: "/conf", ReadOnly: true}}
