@@ -136,7 +136,7 @@ func overview(commands []*command) string {
 cluster name, and reaches the cluster's services by theirs.
 
 Usage:
-  plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [--] CMD [ARGS...]
+  plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [--] CMD [ARG...]
       runs CMD as a member of each PROFILE's cluster (plug help run)
   plug COMMAND [ARGUMENTS]
   plug help COMMAND|TOPIC    a command's usage, or a topic of the reference
@@ -160,16 +160,20 @@ Files: ~/.plug, or $PLUG_HOME (plug help files).
 	return b.String()
 }
 
-// wrapRow is one row of the overview: name, then text wrapped to 80
-// columns beside it.
+// wrapRow is one row of the overview: name, then text beside it.
 func wrapRow(name, text string) string {
-	const indent = 23
+	return hanging("  "+name, 23, text)
+}
+
+// hanging is first, padded to indent columns, then text wrapped to 80
+// columns beside it, its next lines indented by indent, ending in a newline.
+func hanging(first string, indent int, text string) string {
 	var b strings.Builder
-	line := fmt.Sprintf("  %-*s", indent-2, name)
+	line := fmt.Sprintf("%-*s", indent, first)
 	width := len(line)
 	for _, w := range strings.Fields(text) {
 		if width > indent && width+1+len(w) > 80 {
-			b.WriteString(strings.TrimRight(line, " ") + "\n")
+			b.WriteString(line + "\n")
 			line, width = strings.Repeat(" ", indent), indent
 		}
 		if width > indent {
