@@ -115,9 +115,20 @@ func (w completions) names() []string {
 	return n
 }
 
-// helpWords are the words plug help completes: commands, then topics.
-func (w completions) helpWords() []string {
-	return append(append(w.names(), w.topics...), "--man")
+// shells are the shells plug completion writes for.
+var shells = []string{"bash", "zsh", "fish", "powershell"}
+
+// after returns the words that follow the command called name: for help
+// the commands, the topics and --man, for completion the shells, else the
+// command's flags.
+func (w completions) after(name string) []string {
+	switch name {
+	case "help":
+		return append(append(w.names(), w.topics...), "--man")
+	case "completion":
+		return shells
+	}
+	return w.flags[name]
 }
 
 // bashCompletion is the bash script: the first word is a command, or a
@@ -141,14 +152,7 @@ _plug() {
 		case $cmd in
 `)
 	for _, c := range w.commands {
-		words := w.flags[c.name]
-		switch c.name {
-		case "help":
-			words = w.helpWords()
-		case "completion":
-			words = []string{"bash", "zsh", "fish", "powershell"}
-		}
-		fmt.Fprintf(&b, "\t\t%s) words=%s ;;\n", c.name, shellWords(words))
+		fmt.Fprintf(&b, "\t\t%s) words=%s ;;\n", c.name, shellWords(w.after(c.name)))
 	}
 	fmt.Fprintf(&b, "\t\t*) [ \"${cur#-}\" != \"$cur\" ] || return; words=%s ;;\n", shellWords(w.flags[""]))
 	b.WriteString(`		esac
@@ -182,17 +186,12 @@ complete -c plug -s p -x -a '(__plug_profiles)' -d profile
 	}
 	for _, c := range w.commands {
 		seen := fmt.Sprintf("'__fish_seen_subcommand_from %s'", c.name)
-		switch c.name {
-		case "help":
-			for _, t := range topics {
-				fmt.Fprintf(&b, "complete -c plug -f -n %s -a %s -d %s\n", seen, t.name, fishQuote(t.synopsis))
+		for _, word := range w.after(c.name) {
+			if strings.HasPrefix(word, "-") {
+				fmt.Fprintf(&b, "complete -c plug -n %s %s\n", seen, fishFlag(word))
+			} else {
+				fmt.Fprintf(&b, "complete -c plug -f -n %s -a %s\n", seen, word)
 			}
-			fmt.Fprintf(&b, "complete -c plug -f -n %s -a %s\n", seen, shellWords(w.names()))
-		case "completion":
-			fmt.Fprintf(&b, "complete -c plug -f -n %s -a 'bash zsh fish powershell'\n", seen)
-		}
-		for _, f := range w.flags[c.name] {
-			fmt.Fprintf(&b, "complete -c plug -n %s %s\n", seen, fishFlag(f))
 		}
 	}
 	for _, f := range w.flags[""] {
@@ -237,14 +236,7 @@ Register-ArgumentCompleter -Native -CommandName plug, plug.exe -ScriptBlock {
 		switch ($first) {
 `)
 	for _, c := range w.commands {
-		words := w.flags[c.name]
-		switch c.name {
-		case "help":
-			words = w.helpWords()
-		case "completion":
-			words = []string{"bash", "zsh", "fish", "powershell"}
-		}
-		fmt.Fprintf(&b, "\t\t\t'%s' { $candidates = %s }\n", c.name, psList(words))
+		fmt.Fprintf(&b, "\t\t\t'%s' { $candidates = %s }\n", c.name, psList(w.after(c.name)))
 	}
 	fmt.Fprintf(&b, "\t\t\tdefault { $candidates = %s }\n", psList(w.flags[""]))
 	b.WriteString(`		}
