@@ -20,9 +20,10 @@
 #                           in as `skopeo login` did; plain HTTP only to a
 #                           registry on 127.0.0.1 or localhost
 #   ./build.sh release      dist/ from scratch for the commit checked out (a clean
-#                           tree): every binary, the image archives, an SBOM of
-#                           the Go modules (dist/plug.cdx.json, CycloneDX) and
-#                           SHA256SUMS of all of it; the version is the tag
+#                           tree): every binary, the image archives, the man
+#                           page (dist/plug.1), an SBOM of the Go modules
+#                           (dist/plug.cdx.json, CycloneDX) and SHA256SUMS of
+#                           all of it; the version is the tag
 #                           vX.Y.Z on the commit (git describe), or PLUG_VERSION
 #   ./build.sh reproducible builds the release twice, here and in a fresh clone
 #                           of the commit elsewhere with an empty build cache,
@@ -263,8 +264,9 @@ release() {
 	rm -rf dist
 	image
 	sbom >dist/plug.cdx.json
+	"dist/plug-$(go env GOOS)-$(go env GOARCH)" help --man >dist/plug.1
 	(cd dist && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
-	echo "build.sh: release $VERSION in dist/ (SHA256SUMS, SBOM plug.cdx.json)" >&2
+	echo "build.sh: release $VERSION in dist/ (SHA256SUMS, SBOM plug.cdx.json, man page plug.1)" >&2
 }
 
 # sbom_check fails unless dist/plug.cdx.json lists exactly the modules

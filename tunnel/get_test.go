@@ -66,8 +66,15 @@ func buildPlug(t *testing.T) []byte {
 // home is home, and returns its output and error.
 func installer(t *testing.T, addr, home string, args ...string) (string, error) {
 	t.Helper()
+	return installerVia(t, addr, home, nil, args...)
+}
+
+// installerVia is installer with more options for the ssh that fetches
+// the script (-b to make it come from another address).
+func installerVia(t *testing.T, addr, home string, sshOptions []string, args ...string) (string, error) {
+	t.Helper()
 	ssh := append([]string{openSSH(t)}, sshArgs(addr, "")...)
-	ssh = append(ssh, "get@127.0.0.1", "install")
+	ssh = append(append(ssh, sshOptions...), "get@127.0.0.1", "install")
 	script := strings.Join(quoteAll(ssh), " ") + " | sh -s -- " + strings.Join(quoteAll(args), " ")
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
@@ -200,6 +207,46 @@ func TestInstallerAsksForTheAddress(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(home); len(entries) != 0 {
 		t.Errorf("the installer wrote into the home directory: %v", entries)
+	}
+}
+
+// The installer warns when the address it pins reaches the agent from
+// another source than the connection that fetched it (as through kubectl
+// port-forward, which the agent sees come from 127.0.0.1), and installs
+// nothing when that address does not reach the agent at all.
+func TestInstallerWarnsWhenThePinnedAddressIsAnotherWayIn(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the test fetches the installer from 127.0.0.2, a loopback address on Linux only")
+	}
+	plug := buildPlug(t)
+	addr, _, _ := tunneltest.StartAgent(t, tunneltest.NewPlatform(), func(a *tunnel.Agent) {
+		a.BinDir = binDir(t, plug, "")
+	})
+	_, port, _ := net.SplitHostPort(addr)
+
+	home := t.TempDir()
+	out, err := installerVia(t, addr, home, []string{"-b", "127.0.0.2"}, "127.0.0.1", port)
+	want := "warning: 127.0.0.1:" + port + ", the address the profile pins, reaches the agent from 127.0.0.1, but this installer came over a connection from 127.0.0.2"
+	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "HOST PORT is 127.0.0.1 2222") {
+		t.Errorf("installer fetched from 127.0.0.2: %v; want %q and how to install again:\n%s", err, want, out)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local", "bin", "plug")); err != nil {
+		t.Errorf("the warning stopped the install: %v", err)
+	}
+
+	out, err = installer(t, addr, t.TempDir(), "127.0.0.1", port)
+	if err != nil || strings.Contains(out, "warning") {
+		t.Errorf("installer fetched by the address it pins: %v; want no warning:\n%s", err, out)
+	}
+
+	closedPort := fmt.Sprint(freePort(t))
+	home = t.TempDir()
+	out, err = installer(t, addr, home, "127.0.0.1", closedPort)
+	if want := "cannot reach the agent at 127.0.0.1:" + closedPort + ", the address the profile would pin; nothing was installed"; err == nil || !strings.Contains(out, want) {
+		t.Errorf("installer given an address where no agent answers: %v; want %q:\n%s", err, want, out)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local", "bin", "plug")); err == nil {
+		t.Error("plug was installed though the address it pins reaches no agent")
 	}
 }
 

@@ -30,7 +30,8 @@ set -eu
 # python3-dotenv: the tests of --env-file read the file with a standard dotenv parser.
 # docker-registry, skopeo, curl: the node's registry and the push to it;
 # qemu-user-static: the test that runs the image's arm64 agent.
-PACKAGES="containerd runc containernetworking-plugins conntrack nftables iptables ipset ethtool socat iproute2 util-linux python3-dotenv docker-registry skopeo curl qemu-user-static"
+# zsh, fish, groff-base: the tests of plug completion and plug help --man.
+PACKAGES="containerd runc containernetworking-plugins conntrack nftables iptables ipset ethtool socat iproute2 util-linux python3-dotenv docker-registry skopeo curl qemu-user-static zsh fish groff-base"
 
 install_packages() {
 	missing=

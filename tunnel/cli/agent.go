@@ -26,14 +26,16 @@ import (
 
 // agentUsage is the usage of plug agent.
 var agentUsage = `Usage: plug agent [--ready]
-       plug agent members ... (the operator's side of admission by approval; plug agent members -h)
+       plug agent members ... (the operator's side of admission by approval;
+                               plug agent members -h)
        plug agent host-key rotate (a new SSH host key; plug agent host-key -h)
 
 Runs plug's agent: the SSH server in the cluster that developers' plug runs
 connect to. It is configured by its environment:
 
-  PLUG_PLATFORM     the kind of cluster it runs in: ` + strings.Join(platformNames(), "; ") + `
-  PLUG_ADDR         the address to listen on (MEERKAT_PLUG_ADDR also works), default :2222
+` + hanging("  PLUG_PLATFORM", 20, "the kind of cluster it runs in: "+strings.Join(platformNames(), "; ")) +
+	`  PLUG_ADDR         the address to listen on (MEERKAT_PLUG_ADDR also works),
+                    default :2222
   PLUG_STATE_DIR    where its host key is kept, default /var/lib/plug
   PLUG_BIN_DIR      the CLI binaries it hands out to installers, default /bin
   PLUG_PUBLIC_ADDR  host:port developers reach it by, for the installer
@@ -84,15 +86,15 @@ collector under 90 % of its container's memory limit.
 Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_RUNS_PER_KEY          runs open at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.RunsPerKey) + `]
   PLUG_MAX_NAMES_PER_KEY         names served at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.NamesPerKey) + `]
-  PLUG_MAX_CHANNELS_PER_KEY      connections through the agent for one key [` + strconv.Itoa(tunnel.DefaultLimits.ChannelsPerKey) + `]
+  PLUG_MAX_CHANNELS_PER_KEY      connections through the agent, one key [` + strconv.Itoa(tunnel.DefaultLimits.ChannelsPerKey) + `]
   PLUG_MAX_CONNECTIONS_PER_KEY   SSH connections of one key [` + strconv.Itoa(tunnel.DefaultLimits.ConnsPerKey) + `]
-  PLUG_MAX_MEMORY_PER_KEY        MiB of one key's data waiting to be carried [` + strconv.Itoa(tunnel.DefaultLimits.MemoryPerKey) + `]
-  PLUG_MAX_CHANNELS              connections through the agent, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Channels) + `*]
+  PLUG_MAX_MEMORY_PER_KEY        MiB of one key's data waiting to go [` + strconv.Itoa(tunnel.DefaultLimits.MemoryPerKey) + `]
+  PLUG_MAX_CHANNELS              connections through the agent, all [` + strconv.Itoa(tunnel.DefaultLimits.Channels) + `*]
   PLUG_MAX_CONNECTIONS           SSH connections, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Conns) + `*]
   PLUG_MAX_RUNS                  runs open at once, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Runs) + `]
   PLUG_MAX_NAMES                 names served at once, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Names) + `*]
   PLUG_MAX_VOLUMES               volumes served at once, all runs [` + strconv.Itoa(tunnel.DefaultLimits.Volumes) + `]
-  PLUG_MAX_MEMORY                MiB of data waiting to be carried, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Memory) + `*]
+  PLUG_MAX_MEMORY                MiB of data waiting to go, all keys [` + strconv.Itoa(tunnel.DefaultLimits.Memory) + `*]
   * or less: lowered to what the agent's open-file limit and memory limit hold
 
 Its log says its SSH host key's fingerprint at start, one line to give
@@ -130,6 +132,10 @@ PLUG_AUDIT_FILE when set:
 SIGTERM or SIGINT stop it; the names it serves are given back first. When
 another agent takes over (a rollout) its runs move there; when every agent
 is going away (scaled to zero, removed) the runs end, saying so.
+
+Examples (the image's entrypoint runs it; by hand, for a local test):
+  PLUG_PLATFORM=memory PLUG_STATE_DIR=./agent-state plug agent
+  kubectl -n shop exec deploy/plug -- /plug agent members
 `
 
 // runAgent is plug agent.

@@ -54,7 +54,8 @@ var commands = []*command{
 	{name: "smb", synopsis: "serve a directory over SMB (the volume helper's engine)", usage: smbUsage, run: runSmb},
 	{name: "update", synopsis: "bring this plug to the version of a profile's agent, or move the agent to an image", usage: updateUsage, run: runUpdate},
 	{name: "version", synopsis: "print plug's version", usage: versionUsage, run: runVersion},
-	{name: "help", synopsis: "show the usage of plug or of one command", usage: helpUsage, run: runHelp},
+	{name: "completion", synopsis: "print a shell's completion script for plug", usage: completionUsage, run: runCompletion},
+	{name: "help", synopsis: "show plug's usage, a command's, or a topic; --man: a man page", usage: helpUsage, run: runHelp},
 }
 
 // cli carries the standard streams, so tests can capture them, and the

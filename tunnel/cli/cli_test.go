@@ -223,7 +223,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	if code, _, stderr := plug(t, "help", "nosuch"); code != ExitUsage || !strings.Contains(stderr, `no command "nosuch"`) {
+	if code, _, stderr := plug(t, "help", "nosuch"); code != ExitUsage || !strings.Contains(stderr, `no command or topic "nosuch"`) {
 		t.Errorf("plug help nosuch: exit %d, %s", code, stderr)
 	}
 }

@@ -35,6 +35,9 @@ rights and refuses runs: the agent answers doctor all the same.
 Each line starts with ok, warn (a feature is off, the rest works) or FAIL.
 Exit codes: 0 nothing failed; 1 something failed (the lines say what to do);
 2 bad usage.
+
+Example:
+  plug doctor -p prod
 `
 
 // runDoctor is plug doctor.

@@ -19,6 +19,10 @@ prints its SHA256 fingerprint. -p may be left out when there is one profile.
 
   --force  replace the existing key pair; the old key stops working wherever
            it was deposited
+
+Examples:
+  plug keygen -p prod
+  plug keygen -p prod --force      # a new key: deposit it again
 `
 
 // runKeygen is plug keygen.
@@ -54,6 +58,7 @@ Prints PROFILE's public key as one authorized_keys line on stdout, and its
 SHA256 fingerprint on stderr, to compare with what the cluster shows.
 -p may be left out when there is one profile.
 
+Examples:
   plug pubkey -p prod | pbcopy                        # macOS
   plug pubkey -p prod | xclip -selection clipboard    # Linux
   plug pubkey -p prod | clip                          # Windows, Git Bash
@@ -87,6 +92,9 @@ const lsUsage = `Usage: plug ls
 
 Lists the profiles in ~/.plug: name, the agent's host:port, and the SHA256
 fingerprint of the profile's key ("no key yet" before plug keygen).
+
+Example:
+  plug ls
 `
 
 // runLs is plug ls.
@@ -126,8 +134,9 @@ func runLs(c *cli, args []string) error {
 // rnUsage is the usage of plug rn.
 var rnUsage = `Usage: plug rn OLD NEW
 
-Renames profile OLD to NEW; its key pair moves with it. Refused when NEW
-already exists. A profile name is ` + keys.NameForm + `.
+` + hanging("", 0, "Renames profile OLD to NEW; its key pair moves with it. Refused when NEW already exists. A profile name is "+keys.NameForm+".") + `
+Example:
+  plug rn 203.0.113.7 prod         # the installer names a profile by host
 `
 
 // runRn is plug rn.

@@ -51,6 +51,11 @@ is not pending, not a member, or malformed; removing the last member;
 denying a key twice) is refused and changes nothing. The first member is set by the cluster's operator
 (deploy/README.md, Admission by approval).
 -p may be left out when there is one profile.
+
+Examples:
+  plug members -p prod
+  plug members accept -p prod SHA256:Qj5VdDZl6PqCj9Zc3LZR4Gki/jHJ+oCzt97rkKPX2tU
+  plug members remove -p prod SHA256:Qj5V... --reason 'laptop stolen'
 `
 
 // runMembers is plug members.

@@ -41,6 +41,9 @@ member sees every run; with open admission each developer sees the runs of
 their own key, and the admins the operator named see every run.
 -p may be left out when there is one profile. who opens no run and changes
 nothing.
+
+Example:
+  plug who -p prod
 `
 
 // runWho is plug who.
@@ -139,6 +142,9 @@ their own key, and the admins the operator named end any run.
 
 Exit codes: 0 the run ended; 1 refused or failed (nothing was ended); 2 bad
 usage.
+
+Example:
+  plug end -p prod 6fa393ab --reason 'the demo starts in 5 minutes'
 `
 
 // runEnd is plug end.

@@ -8,21 +8,27 @@ import (
 )
 
 // profileUsage is the usage of plug profile.
-var profileUsage = `Usage: plug profile add NAME --host HOST --port PORT [--user USER] --host-key 'ssh-ed25519 AAAA...' [--platform P] [--force]
+var profileUsage = `Usage: plug profile add NAME --host HOST --port PORT [--user USER]
+         --host-key 'ssh-ed25519 AAAA...' [--platform P] [--force]
 
 Adds profile NAME: how to reach a cluster's agent, and the agent's host key,
 which plug pins and checks on every connection. The installer runs this for
 you; ssh-keyscan -p PORT HOST prints the host key of an agent.
 
-  --host HOST      the agent's host name or address (a node, a load balancer, localhost)
-  --port PORT      its port (32222 for the NodePort of the Kubernetes manifest)
+  --host HOST      the agent's host name or address (a node, a load balancer,
+                   127.0.0.1 through kubectl port-forward)
+  --port PORT      its port (32222 for the NodePort of the Kubernetes
+                   manifest)
   --user USER      the SSH user (default: your local user name)
   --host-key KEY   the agent's host key, authorized_keys form
   --platform P     a hint: kubernetes, swarm or gateway
-  --force          replace the host key of an existing profile (after the agent's
-                   key was changed on purpose)
+  --force          replace the host key of an existing profile (after the
+                   agent's key was changed on purpose)
 
-A profile name is ` + keys.NameForm + `.
+` + hanging("", 0, "A profile name is "+keys.NameForm+".") + `
+Example:
+  plug profile add prod --host 127.0.0.1 --port 2222 \
+    --host-key "$(ssh-keyscan -p 2222 -t ed25519 127.0.0.1 | cut -d' ' -f2-)"
 `
 
 // runProfile is plug profile.

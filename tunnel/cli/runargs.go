@@ -14,26 +14,30 @@ import (
 )
 
 // runUsage is the usage of a run (plug help run).
-const runUsage = `Usage: plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c] [ENVIRONMENT] [--] CMD [ARGS...]
-       plug [-p PROFILE] --env-from WORKLOAD (--env-file FILE | --env-json FILE) [--]
+const runUsage = `Usage: plug [-p PROFILE]... [-s NAME:CLUSTERPORT:LOCALPORT]... [-c]
+            [ENVIRONMENT] [--] CMD [ARGS...]
+       plug [-p PROFILE] --env-from WORKLOAD (--env-file FILE | --env-json
+            FILE) [--]
 
 Runs CMD on this machine as a member of each PROFILE's cluster, for as long as
 CMD runs.
 
-  -p PROFILE  the cluster to join (plug ls lists the profiles). Repeat it to join
-              several clusters at once. It may be left out when there is only one.
+  -p PROFILE  the cluster to join (plug ls lists the profiles). Repeat it to
+              join several clusters at once. It may be left out when there is
+              only one.
   -s NAME:CLUSTERPORT:LOCALPORT
-              the cluster reaches NAME:CLUSTERPORT, forwarded to localhost:LOCALPORT.
-              NAME is a DNS-1035 label: at most 63 lowercase letters, digits and
-              '-', starting with a letter. A Service of that name already deployed
-              is taken over for the run and put back afterwards. Repeat -s for
-              several names. With several -p, each -s is served in every profile's
-              cluster; PROFILE/NAME:CLUSTERPORT:LOCALPORT serves it in one only.
-              NAME:CLUSTERPORT:LOCALPORT/udp serves NAME's UDP port instead, sent
-              to the UDP port LOCALPORT of localhost: each sender in the cluster
-              is one flow, whose replies go back to it; a flow ends after 60 s
-              without a datagram either way. (/tcp, the default, may be said.)
-              A name is served on one port per run.
+              the cluster reaches NAME:CLUSTERPORT, forwarded to
+              localhost:LOCALPORT. NAME is a DNS-1035 label: at most 63
+              lowercase letters, digits and '-', starting with a letter. A
+              Service of that name already deployed is taken over for the run
+              and put back afterwards. Repeat -s for several names. With
+              several -p, each -s is served in every profile's cluster;
+              PROFILE/NAME:CLUSTERPORT:LOCALPORT serves it in one only.
+              NAME:CLUSTERPORT:LOCALPORT/udp serves NAME's UDP port instead,
+              sent to the UDP port LOCALPORT of localhost: each sender in the
+              cluster is one flow, whose replies go back to it; a flow ends
+              after 60 s without a datagram either way. (/tcp, the default,
+              may be said.) A name is served on one port per run.
   --header NAME=VALUE, --header NAME~REGEX
               with -s, a personal takeover: of the requests to each NAME of -s
               (a deployed Service), only those whose header NAME is VALUE

@@ -42,6 +42,11 @@ What it changes:
            their names in a block of their own.
   Windows  lets you write the hosts file (an ACL entry on the file alone),
            where runs keep their names in a block of their own.
+
+Examples:
+  sudo plug setup
+  sudo plug setup --undo
+  plug setup --user alice          # Windows, Git Bash as an administrator
 `
 
 // runSetup is plug setup.

@@ -34,8 +34,58 @@ from the command line:
   PLUG_SMB_USER      the user name
   PLUG_SMB_PASSWORD  the password (NTLMv2; guest and anonymous are refused)
 
-It logs one line per session on stderr (the user name and the address it
-came from), never a file's name or contents. SIGTERM or SIGINT stop it.
+What a client gets:
+
+- SMB 2.0.2, 2.1, 3.0, 3.0.2 and 3.1.1, the highest both sides speak; every
+  session is signed (HMAC-SHA256, AES-128-CMAC or AES-128-GMAC), and a client
+  that encrypts (smbclient --option=clientsmbencrypt=required, or a share
+  mapped with encryption required) gets AES-128/256-GCM or -CCM.
+- Guest, anonymous and NTLMv1 logons are refused, and so is an unsigned
+  request on a signed session.
+- Files are created as the uid and gid plug smb runs as, mode 0666 and
+  directories 0777 less its umask: what a client saves is owned like what a
+  process of that uid writes.
+- Every name is resolved beneath DIR (openat2 with RESOLVE_BENEATH): ..,
+  absolute names and symbolic links that lead out of DIR are refused; links
+  that stay inside work. A link that leads out of DIR or nowhere (made in the
+  pod) is listed as an empty file that cannot be read, and can be renamed and
+  deleted; deleting any link deletes the link, never what it leads to.
+- Names are case-insensitive and case-preserving, as Windows and macOS clients
+  expect: README.txt opens Readme.TXT, creating readme.txt beside it opens
+  (or, with "create new", collides with) that file, and a file keeps the case
+  it was created or renamed with. Case is compared by Unicode simple case
+  folding. Where the pod made names that differ only in case, the one spelled
+  exactly as asked wins, else the first in byte order. A name spelled as on
+  disk costs one lookup; another spelling reads its directory (about 5 ms in a
+  directory of 10,000 entries, see deploy/README.md). The read-only attribute
+  is the owner's write bit; the other attributes a client sets (hidden,
+  system, archive, sparse...) and a creation time it sets are kept in the
+  extended attribute user.plug.dos where the file system has user xattrs
+  (otherwise they are not kept), and names starting with a dot are hidden
+  until a client says otherwise. A security descriptor is made up from the
+  mode and owner; setting one is accepted and changes nothing (there is no ACL
+  storage).
+- Byte-range locks, oplocks (broken when another open needs the file, the open
+  waiting for the holder's answer), change notification (of changes made
+  through the share, and of names the pod adds, removes and renames, seen by
+  inotify and told 50 ms after inotify reports them; deleting a directory
+  another client watches tells that client, and the directory goes when it
+  closes it), server-side copy (FSCTL_SRV_COPYCHUNK), sparse files and
+  compounded requests work. Leases, durable handles, multichannel, alternate
+  data streams and extended attributes for clients are not offered: clients
+  work without them.
+
+It logs one line per session on stderr (user name, workstation, address,
+dialect) and one per refused logon, the peer's strings quoted and escaped;
+never a file's name or contents. What one client can make it spend is capped
+(connections, message size, credits, open files, pending requests): the caps
+are listed in deploy/README.md (The SMB helper).
+
+How it compares with Samba on smbtorture's SMB2 suites, and its throughput
+next to Samba's, is measured by testdata/smb/torture.sh and
+testdata/smb/bench.sh (as root; both start Samba on loopback beside it); the
+last results are in testdata/smb/RESULTS.md.
+SIGTERM or SIGINT stop it.
 
 Example:
   PLUG_SMB_USER=me PLUG_SMB_PASSWORD=... plug smb --share data /srv/data

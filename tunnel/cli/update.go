@@ -69,6 +69,10 @@ mode is refused, saying how to update it by hand.
 Exit codes: 0 updated (or already the agent's version); 1 it failed (the
 binary is unchanged; with --agent, the previous image runs, or plug says
 what to do); 2 bad usage.
+
+Examples:
+  plug update -p prod
+  plug update -p prod --agent registry.example.com/plug:2.31.0 --wait 5m
 `
 
 // runUpdate is plug update.

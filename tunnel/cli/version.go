@@ -14,6 +14,9 @@ Prints plug's version (the release tag vX.Y.Z it was built from, else the
 commit), the platform it was built for and the Go version; then the commit
 and its time, which is the build time: two builds of one commit are the
 same file (./build.sh reproducible checks it).
+
+Example:
+  plug version
 `
 
 // runVersion is plug version.

@@ -10,6 +10,7 @@
 //	ssh -p 2222 get@agent download-gz linux-amd64 | gzip -d >plug
 //	ssh -p 2222 get@agent download linux-amd64 >plug
 //	ssh -p 2222 get@agent sha256 linux-amd64
+//	ssh -p 2222 get@agent from
 //
 // A get connection may do one thing: run one of these commands in one
 // session. Everything else is refused: no shell, no forwarding, no other
@@ -64,11 +65,12 @@ const getUsage = `the get user runs one of:
   download-gz OS-ARCH      the plug binary, gzipped, e.g. download-gz linux-amd64
   download OS-ARCH         the plug binary, e.g. download linux-amd64
   sha256 OS-ARCH           its SHA-256, e.g. sha256 darwin-arm64
+  from                     the address this connection comes from, as the agent sees it
 OS is linux, darwin or windows; ARCH is amd64 or arm64.`
 
 // getCommand is a parsed exec command of the get user.
 type getCommand struct {
-	verb     string // install, install-windows, download, download-gz, sha256
+	verb     string // install, install-windows, download, download-gz, sha256, from
 	platform string // os-arch, for download and sha256
 }
 
@@ -76,7 +78,7 @@ type getCommand struct {
 func parseGetCommand(line string) (getCommand, error) {
 	f := strings.Fields(line)
 	switch {
-	case len(f) == 1 && (f[0] == "install" || f[0] == "install-windows"):
+	case len(f) == 1 && (f[0] == "install" || f[0] == "install-windows" || f[0] == "from"):
 		return getCommand{verb: f[0]}, nil
 	case len(f) == 2 && (f[0] == "download" || f[0] == "download-gz" || f[0] == "sha256"):
 		if !knownPlatform(f[1]) {
@@ -214,9 +216,12 @@ func (s *Server) run(conn ssh.Conn, w io.Writer, cut func(why string), line stri
 	}
 	switch cmd.verb {
 	case "install":
-		return s.writeInstaller(w, false)
+		return s.writeInstaller(w, conn.RemoteAddr(), false)
 	case "install-windows":
-		return s.writeInstaller(w, true)
+		return s.writeInstaller(w, conn.RemoteAddr(), true)
+	case "from":
+		_, err := fmt.Fprintln(w, sourceIP(conn.RemoteAddr()))
+		return err
 	case "download", "download-gz":
 		network := s.networkOf(conn.RemoteAddr())
 		if err := s.takeSlot(network); err != nil {

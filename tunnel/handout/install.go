@@ -25,13 +25,17 @@ type installerData struct {
 	Version    string
 	Command    string // the get command that served the script
 	Shell      string // the shell it is piped to
+	From       string // the IP address the connection that fetched the script came from
 }
 
 // writeInstaller writes the installer: for macOS and Linux piped to sh, or
 // for Git Bash on Windows piped to bash. It knows the agent's host key, so
-// the binary it downloads and the profile it creates are pinned to it.
-func (s *Server) writeInstaller(w io.Writer, windows bool) error {
+// the binary it downloads and the profile it creates are pinned to it, and
+// the address from which its own connection (from) came: the installer
+// warns when the address it is to pin reaches the agent another way.
+func (s *Server) writeInstaller(w io.Writer, from net.Addr, windows bool) error {
 	d := installerData{
+		From:    sourceIP(from),
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey))),
 		Version: s.Version,
 		Command: "install",
@@ -44,6 +48,15 @@ func (s *Server) writeInstaller(w io.Writer, windows bool) error {
 		d.Host, d.Port, d.How = host, port, s.PublicAddrHow
 	}
 	return installTemplate.Execute(w, d)
+}
+
+// sourceIP is the IP address of a connection's source, which the
+// installer compares: its port differs from one connection to the next.
+func sourceIP(addr net.Addr) string {
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
 }
 
 // shellQuote quotes s for a POSIX shell.
