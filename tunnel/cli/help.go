@@ -79,7 +79,7 @@ var groups = []struct {
 }{
 	{"Run", []string{"run", "takeover", "personal", "udp", "names", "env", "volumes", "dockerrun", "lifetime", "openssh"}},
 	{"Profiles and keys", []string{"keygen", "pubkey", "ls", "rn", "profile", "doctor", "install"}},
-	{"Team", []string{"who", "end", "members"}},
+	{"Team", []string{"who", "end", "members", "ui"}},
 	{"This machine", []string{"setup", "update", "version", "completion", "help", "versions", "hosts", "files", "environment", "exit-codes", "troubleshooting"}},
 	{"Server side", []string{"agent", "smb"}},
 }

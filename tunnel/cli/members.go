@@ -48,14 +48,15 @@ are no members: the admins the operator named list the keys denied and
 deny or undeny keys (not their own). The changes are in the agent's audit
 trail with who made them. A change that makes no sense (a fingerprint that
 is not pending, not a member, or malformed; removing the last member;
-denying a key twice) is refused and changes nothing. The first member is set by the cluster's operator
-(deploy/README.md, Admission by approval).
+denying a key twice) is refused and changes nothing. The first member is
+set by the cluster's operator (deploy/README.md, Admission by approval).
 -p may be left out when there is one profile.
 
 Examples:
   plug members -p prod
   plug members accept -p prod SHA256:Qj5VdDZl6PqCj9Zc3LZR4Gki/jHJ+oCzt97rkKPX2tU
   plug members remove -p prod SHA256:Qj5V... --reason 'laptop stolen'
+  plug members deny -p prod SHA256:Qj5V... --reason 'key leaked'
 `
 
 // runMembers is plug members.
