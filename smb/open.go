@@ -111,6 +111,12 @@ type open struct {
 	// encrypted: it was opened by an encrypted request, so oplock breaks
 	// to it go encrypted.
 	encrypted bool
+	// pid is the persistent half of the FileId, unique in the server (id
+	// is the volatile half, unique in the connection); dur is set for a
+	// durable or resilient open (see durable.go). conn and tree change,
+	// under fileTable.mu, when the open is parked and reconnected.
+	pid uint64
+	dur *durableState
 
 	// The oplock, guarded by fileTable.mu: its level, and while a break
 	// is under way the level it breaks to and the timer that ends it.
@@ -324,6 +330,9 @@ func parseCreate(msg []byte) (createReq, uint32) {
 		}
 		ctxs = ctxs[next:]
 	}
+	if q.context(ctxDurableReconnect) != nil || q.context(ctxDurableReconnectV2) != nil {
+		return q, wire.StatusSuccess // a reconnect ignores the other fields
+	}
 	if q.Impersonate > 3 {
 		return q, wire.StatusBadImpersonationLevel
 	}
@@ -366,15 +375,18 @@ func (c *conn) create(r *request) uint32 {
 	if r.tree.ipc {
 		return wire.StatusObjectNameNotFound // no named pipes are served
 	}
+	if status := c.checkDurableContexts(&q); status != wire.StatusSuccess {
+		return status
+	}
+	if q.context(ctxDurableReconnect) != nil || q.context(ctxDurableReconnectV2) != nil {
+		return c.reconnect(r, &q)
+	}
 	path, status := c.createPath(&q)
 	if status != wire.StatusSuccess {
 		return status
 	}
-	for _, n := range []string{"TWrp", "DHnC", "DH2C"} {
-		if q.context(n) != nil {
-			// No snapshots, and no durable handles to reconnect to.
-			return wire.StatusObjectNameNotFound
-		}
+	if q.context("TWrp") != nil {
+		return wire.StatusObjectNameNotFound // no snapshots
 	}
 	if q.context("ExtA") != nil {
 		return wire.StatusEASNotSupported
@@ -414,7 +426,7 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 	if status != wire.StatusSuccess {
 		return status
 	}
-	c.appendCreateResponse(r, q, o, &st, action)
+	c.appendCreateResponse(r, q, o, &st, action, c.makeDurable(r, q, o))
 	r.chain.file = o
 	return wire.StatusSuccess
 }
@@ -615,7 +627,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 	}
 	if action != actionOpened {
 		if err := unix.Ftruncate(o.fd, 0); err != nil {
-			c.release(o)
+			c.srv.release(o)
 			return nil, 0, ntStatus(err)
 		}
 		preallocate(o, q)
@@ -697,6 +709,9 @@ func preallocate(o *open, q *createReq) {
 }
 
 func (c *conn) addOpen(o *open) {
+	if o.pid == 0 {
+		o.pid = c.srv.nextPersistent.Add(1)
+	}
 	c.mu.Lock()
 	c.nextFile++
 	o.id = c.nextFile
@@ -704,8 +719,9 @@ func (c *conn) addOpen(o *open) {
 	c.mu.Unlock()
 }
 
-// appendCreateResponse appends the CREATE response body for o.
-func (c *conn) appendCreateResponse(r *request, q *createReq, o *open, st *fileStat, action uint32) {
+// appendCreateResponse appends the CREATE response body for o, with the
+// create contexts q asks for and extra ones (name and data each).
+func (c *conn) appendCreateResponse(r *request, q *createReq, o *open, st *fileStat, action uint32, extra [][2][]byte) {
 	le := binary.LittleEndian
 	b := r.out
 	b = le.AppendUint16(b, 89)
@@ -722,7 +738,7 @@ func (c *conn) appendCreateResponse(r *request, q *createReq, o *open, st *fileS
 	b = appendFileID(b, o)
 	ctxAt := len(b)
 	b = le.AppendUint64(b, 0)
-	var ctxs [][2][]byte
+	ctxs := extra
 	if q.context("MxAc") != nil {
 		v := le.AppendUint32(nil, 0)
 		ctxs = append(ctxs, [2][]byte{[]byte("MxAc"), le.AppendUint32(v, maxOf(o))})
@@ -783,7 +799,7 @@ func appendTimes(b []byte, st *fileStat) []byte {
 }
 
 func appendFileID(b []byte, o *open) []byte {
-	b = binary.LittleEndian.AppendUint64(b, o.id)
+	b = binary.LittleEndian.AppendUint64(b, o.pid)
 	return binary.LittleEndian.AppendUint64(b, o.id)
 }
 
@@ -849,7 +865,7 @@ func (c *conn) fileFor(r *request, fid []byte) (*open, uint32) {
 	c.mu.Lock()
 	o := c.opens[v]
 	c.mu.Unlock()
-	if o == nil || o.id != p || o.tree != r.tree {
+	if o == nil || o.pid != p || o.tree != r.tree {
 		return nil, wire.StatusFileClosed
 	}
 	r.chain.file = o
@@ -909,14 +925,14 @@ func (c *conn) closeOpen(o *open) bool {
 	o.io.Lock()
 	o.closed = true
 	o.io.Unlock()
-	c.release(o)
+	c.srv.release(o)
 	return true
 }
 
 // release detaches o from its file, deleting the file if o was the last
 // open of a file whose delete is pending, and closes its descriptor.
-func (c *conn) release(o *open) {
-	ft := &c.srv.files
+func (s *Server) release(o *open) {
+	ft := &s.files
 	ft.mu.Lock()
 	n := o.node
 	var del bool
@@ -949,7 +965,7 @@ func (c *conn) release(o *open) {
 	watched := n != nil && n.isDir && n.deletePending && len(n.opens) > 0
 	ft.mu.Unlock()
 	if watched {
-		c.srv.dirGone(n, "")
+		s.dirGone(n, "")
 	}
 	for _, w := range waits {
 		w.op.complete(wire.StatusRangeNotLocked, nil)
@@ -958,8 +974,8 @@ func (c *conn) release(o *open) {
 		ft.wake(n)
 	}
 	if del {
-		c.srv.root.remove(path, n.key, n.isDir)
-		c.srv.notifyChange(path, notifyRemoved, n.isDir)
+		s.root.remove(path, n.key, n.isDir)
+		s.notifyChange(path, notifyRemoved, n.isDir)
 	}
 	unix.Close(o.fd)
 }

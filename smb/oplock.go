@@ -46,9 +46,12 @@ func (n *fileNode) grantOplock(o *open, asked uint8) {
 	}
 }
 
-// oplockBreak is a break notification to send.
+// oplockBreak is a break notification to send: to the connection and
+// tree the open had when the break was decided.
 type oplockBreak struct {
 	o     *open
+	c     *conn
+	t     *tree
 	level uint8
 }
 
@@ -70,8 +73,13 @@ func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
 		return nil
 	}
 	var sends []oplockBreak
+	var purge []*open
 	for _, o := range n.opens {
 		switch {
+		case o.conn == nil && o.oplock != oplockNone:
+			// A parked durable open: no client to tell, so it is closed,
+			// as Windows does.
+			purge = append(purge, o)
 		case o.breaking:
 		case o.oplock > oplockLevelII:
 			o.breaking = true
@@ -79,12 +87,12 @@ func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
 			if overwrite {
 				o.breakTo = oplockNone
 			}
-			sends = append(sends, oplockBreak{o, o.breakTo})
+			sends = append(sends, oplockBreak{o, o.conn, o.tree, o.breakTo})
 			x := o
 			o.breakTimer = time.AfterFunc(breakTimeout, func() { ft.ackBreak(x, x.breakTo) })
 		case o.oplock == oplockLevelII && overwrite:
 			o.oplock = oplockNone
-			sends = append(sends, oplockBreak{o, oplockNone})
+			sends = append(sends, oplockBreak{o, o.conn, o.tree, oplockNone})
 		}
 	}
 	var wait chan struct{}
@@ -97,8 +105,11 @@ func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
 		}
 	}
 	ft.mu.Unlock()
+	for _, o := range purge {
+		s.purge(o, "another client opened its file")
+	}
 	for _, b := range sends {
-		b.o.conn.sendBreak(b.o, b.level)
+		b.c.sendBreak(b.o, b.t, b.level)
 	}
 	return wait
 }
@@ -108,19 +119,21 @@ func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
 // acknowledged.
 func (ft *fileTable) breakLevelII(o *open) {
 	ft.mu.Lock()
-	var sends []*open
+	var sends []oplockBreak
 	if n := o.node; n != nil && n.levelII > 0 {
 		for _, x := range n.opens {
 			if x != o && x.oplock == oplockLevelII && !x.breaking {
 				x.oplock = oplockNone
-				sends = append(sends, x)
+				if x.conn != nil {
+					sends = append(sends, oplockBreak{x, x.conn, x.tree, oplockNone})
+				}
 			}
 		}
 		n.countLevelII()
 	}
 	ft.mu.Unlock()
-	for _, x := range sends {
-		x.conn.sendBreak(x, oplockNone)
+	for _, b := range sends {
+		b.c.sendBreak(b.o, b.t, oplockNone)
 	}
 }
 
@@ -171,12 +184,13 @@ func (n *fileNode) breaksDone() {
 	n.breakDone = nil
 }
 
-// sendBreak tells the client of o that its oplock is broken to level.
-func (c *conn) sendBreak(o *open, level uint8) {
+// sendBreak tells the client of o, opened on t, that its oplock is
+// broken to level.
+func (c *conn) sendBreak(o *open, t *tree, level uint8) {
 	out := c.srv.getBuf(smallBuf)[:headroom]
 	defer func() { c.srv.putBuf(out) }()
 	hdr := len(out)
-	h := wire.Header{Command: wire.OplockBreak, Flags: wire.FlagResponse, MessageID: ^uint64(0), SessionID: o.tree.sess.id, TreeID: o.tree.id}
+	h := wire.Header{Command: wire.OplockBreak, Flags: wire.FlagResponse, MessageID: ^uint64(0), SessionID: t.sess.id, TreeID: t.id}
 	out = append(out, make([]byte, wire.HeaderSize)...)
 	h.Put(out[hdr:])
 	le := binary.LittleEndian
@@ -185,7 +199,7 @@ func (c *conn) sendBreak(o *open, level uint8) {
 	out = le.AppendUint32(out, 0)
 	out = appendFileID(out, o)
 	var enc *session
-	if s := o.tree.sess; s.sealer != nil && o.encrypted {
+	if s := t.sess; s.sealer != nil && o.encrypted {
 		enc = s
 	}
 	c.send(&out, []outMsg{{start: hdr, end: len(out)}}, enc)
