@@ -404,7 +404,7 @@ func (c *conn) create(r *request) uint32 {
 	// waits for their holders, answering later, when it can (the last of
 	// a chain).
 	overwrite := q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede
-	if wait := c.srv.breakFor(path, overwrite); wait != nil && r.chain.last {
+	if wait := c.srv.breakFor(path, overwrite, mapGeneric(q.Access), q.Share); wait != nil && r.chain.last {
 		return c.createAfterBreak(r, wait)
 	}
 	return c.createNow(r, &q, path)

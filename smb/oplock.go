@@ -55,12 +55,19 @@ type oplockBreak struct {
 	level uint8
 }
 
-// breakFor starts the breaks an open of path needs: exclusive and batch
-// oplocks of others go down to level II, or to none when the open is to
-// overwrite; every oplock goes when the opener overwrites. It returns a
+// breakFor starts the breaks an open of path with access and share needs:
+// exclusive and batch oplocks of others go down to level II, or to none
+// when the open is to overwrite; every oplock goes when the opener
+// overwrites. As Windows has it, a stat open (no access but to
+// attributes) breaks nothing, and an exclusive oplock is not broken for
+// an open that its share mode refuses anyway (a batch one is: its holder
+// may close a cached handle). It returns a
 // channel closed once the holders have acknowledged (or closed, or timed
 // out), nil when there is nothing to wait for.
-func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
+func (s *Server) breakFor(path string, overwrite bool, access, share uint32) <-chan struct{} {
+	if !overwrite && access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+		return nil
+	}
 	st, err := s.root.statPath(path)
 	if err != nil {
 		return nil
@@ -74,13 +81,14 @@ func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
 	}
 	var sends []oplockBreak
 	var purge []*open
+	refused := n.conflicts(access, share)
 	for _, o := range n.opens {
 		switch {
 		case o.conn == nil && o.oplock != oplockNone:
 			// A parked durable open: no client to tell, so it is closed,
 			// as Windows does.
 			purge = append(purge, o)
-		case o.breaking:
+		case o.breaking, o.oplock == oplockExclusive && refused:
 		case o.oplock > oplockLevelII:
 			o.breaking = true
 			o.breakTo = oplockLevelII
