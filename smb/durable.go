@@ -41,11 +41,11 @@ const (
 	// MaxResiliencyTimeout): more is refused with STATUS_INVALID_PARAMETER.
 	resilientTimeout    = 120 * time.Second
 	resilientMaxTimeout = 300 * time.Second
-	// maxParked is how many parked opens the server keeps at once; an open
-	// whose client goes away beyond that is closed as if it were not
-	// durable. Each keeps a file descriptor, its byte-range locks and
-	// about 1 KiB.
-	maxParked = 16384
+	// maxParked is how many parked opens the server keeps at once, all
+	// clients together; an open whose client goes away beyond that is
+	// closed as if it were not durable. Each keeps a file descriptor, its
+	// byte-range locks and under 1 KiB: 4 MiB at most.
+	maxParked = 4096
 
 	fsctlRequestResiliency = 0x001401D4
 )
@@ -202,10 +202,8 @@ func (s *Server) purge(o *open, why string) {
 	if !parked {
 		return
 	}
-	s.files.mu.Lock()
-	path := o.node.path
-	s.files.mu.Unlock()
-	s.logf("smb: durable open of %s closed: %s", quote(path), why)
+	// The file's name is not logged, as no name is.
+	s.logf("smb: a durable open closed: %s", why)
 	o.io.Lock()
 	o.closed = true
 	o.io.Unlock()
