@@ -14,7 +14,8 @@ import (
 // Durable and resilient opens (MS-SMB2 3.3.5.9.6 to 3.3.5.9.12, 3.3.5.15.9).
 //
 // An open is durable when its client asks for it (the DHnQ or DH2Q create
-// context) and holds a batch oplock, or resilient when it asks with
+// context) and holds a batch oplock or a lease with handle caching, or
+// resilient when it asks with
 // FSCTL_LMR_REQUEST_RESILIENCY. When its connection drops, its session is
 // logged off or replaced by a reconnect, such an open is parked rather
 // than closed: it keeps its descriptor, share mode, oplock, byte-range
@@ -97,7 +98,7 @@ func (c *conn) checkDurableContexts(q *createReq) uint32 {
 }
 
 // makeDurable makes o, just opened by r, durable when q asks for it and o
-// holds a batch oplock, and returns the create context that says so.
+// caches its handle, and returns the create context that says so.
 func (c *conn) makeDurable(r *request, q *createReq, o *open) [][2][]byte {
 	d2q, dhq := c.durableContext(q, ctxDurableRequestV2), c.durableContext(q, ctxDurableRequest)
 	if d2q == nil && dhq == nil {
@@ -120,11 +121,18 @@ func (c *conn) makeDurable(r *request, q *createReq, o *open) [][2][]byte {
 	ft := &c.srv.files
 	ft.mu.Lock()
 	defer ft.mu.Unlock()
-	if o.oplock != oplockBatch {
+	if !o.cachesHandle() {
 		return nil
 	}
 	o.dur = d
 	return resp
+}
+
+// cachesHandle reports whether o's client may keep it open after its
+// application closed it: a batch oplock or a lease with handle caching.
+// The caller holds fileTable.mu.
+func (o *open) cachesHandle() bool {
+	return o.oplock == oplockBatch || o.lease != nil && o.lease.state&leaseH != 0
 }
 
 // park keeps o, a durable or resilient open of c that still holds what
@@ -143,7 +151,7 @@ func (c *conn) park(o *open) {
 	ft := &s.files
 	ft.mu.Lock()
 	d := o.dur
-	ok := d != nil && o.node != nil && !o.breaking && (d.resilient || o.oplock == oplockBatch)
+	ok := d != nil && o.node != nil && !o.breakingNow() && (d.resilient || o.cachesHandle())
 	var waits []*lockWait
 	if ok {
 		s.parked.mu.Lock()
@@ -244,11 +252,15 @@ func (c *conn) reconnect(r *request, q *createReq) uint32 {
 	if n >= maxOpens {
 		return wire.StatusTooManyOpenedFiles
 	}
+	ask := c.leaseAsk(q)
 	p := &c.srv.parked
 	p.mu.Lock()
 	o := p.m[pid]
 	switch {
-	case o == nil || v2 && (!o.dur.v2 || o.dur.createGUID != guid):
+	case o == nil || v2 && (!o.dur.v2 || o.dur.createGUID != guid),
+		// An open with a lease comes back only with its lease's key, to
+		// the client that holds it.
+		o.lease != nil && (ask == nil || ask.id != o.lease.id):
 		p.mu.Unlock()
 		return wire.StatusObjectNameNotFound
 	case o.dur.user != r.sess.user:
@@ -261,6 +273,9 @@ func (c *conn) reconnect(r *request, q *createReq) uint32 {
 	ft := &c.srv.files
 	ft.mu.Lock()
 	o.conn, o.tree, o.encrypted = c, r.tree, r.encrypted
+	if o.lease != nil {
+		o.ask = ask
+	}
 	ft.mu.Unlock()
 	c.addOpen(o)
 	st, err := fstat(o.fd)
@@ -268,7 +283,7 @@ func (c *conn) reconnect(r *request, q *createReq) uint32 {
 		c.closeOpen(o)
 		return ntStatus(err)
 	}
-	c.appendCreateResponse(r, q, o, &st, actionOpened, nil)
+	c.appendCreateResponse(r, q, o, &st, actionOpened, c.leaseContext(o))
 	r.chain.file = o
 	return wire.StatusSuccess
 }

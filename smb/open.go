@@ -89,11 +89,15 @@ type fileNode struct {
 
 // fileTable is the server's files with opens.
 type fileTable struct {
-	mu    sync.Mutex
-	nodes map[fileKey]*fileNode
+	mu     sync.Mutex
+	nodes  map[fileKey]*fileNode
+	leases map[leaseID]*lease
 }
 
-func (ft *fileTable) init() { ft.nodes = map[fileKey]*fileNode{} }
+func (ft *fileTable) init() {
+	ft.nodes = map[fileKey]*fileNode{}
+	ft.leases = map[leaseID]*lease{}
+}
 
 // open is an open file (a FileId) of a connection.
 type open struct {
@@ -117,6 +121,10 @@ type open struct {
 	// under fileTable.mu, when the open is parked and reconnected.
 	pid uint64
 	dur *durableState
+	// ask is the lease the open asked for, lease the one it holds (see
+	// lease.go), guarded by fileTable.mu.
+	ask   *leaseReq
+	lease *lease
 
 	// The oplock, guarded by fileTable.mu: its level, and while a break
 	// is under way the level it breaks to and the timer that ends it.
@@ -179,7 +187,7 @@ func (ft *fileTable) attach(o *open, key fileKey, path string, oplock uint8) uin
 	}
 	n.opens = append(n.opens, o)
 	o.node = n
-	n.grantOplock(o, oplock)
+	ft.grantOplock(n, o, oplock)
 	n.countLevelII()
 	return wire.StatusSuccess
 }
@@ -403,8 +411,13 @@ func (c *conn) create(r *request) uint32 {
 	// Exclusive and batch oplocks of others are broken first; the open
 	// waits for their holders, answering later, when it can (the last of
 	// a chain).
-	overwrite := q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede
-	if wait := c.srv.breakFor(path, overwrite, mapGeneric(q.Access), q.Share); wait != nil && r.chain.last {
+	ask := c.leaseAsk(&q)
+	if c.srv.files.leaseElsewhere(ask, path) {
+		return wire.StatusInvalidParameter // one lease key, one file
+	}
+	w := opener{access: mapGeneric(q.Access), share: q.Share, lease: ask,
+		overwrite: q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede}
+	if wait := c.srv.breakFor(path, w); wait != nil && r.chain.last {
 		return c.createAfterBreak(r, wait)
 	}
 	return c.createNow(r, &q, path)
@@ -426,7 +439,7 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 	if status != wire.StatusSuccess {
 		return status
 	}
-	c.appendCreateResponse(r, q, o, &st, action, c.makeDurable(r, q, o))
+	c.appendCreateResponse(r, q, o, &st, action, append(c.makeDurable(r, q, o), c.leaseContext(o)...))
 	r.chain.file = o
 	return wire.StatusSuccess
 }
@@ -598,7 +611,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 	if q.Options&optDeleteOnClose != 0 && !st.isDir() && st.mode&0200 == 0 {
 		return nil, 0, wire.StatusCannotDelete
 	}
-	o := &open{conn: c, tree: r.tree, isDir: st.isDir(), access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted}
+	o := &open{conn: c, tree: r.tree, isDir: st.isDir(), access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted, ask: c.leaseAsk(q)}
 	o.deleteOnClose = q.Options&optDeleteOnClose != 0
 	flags := unix.O_RDONLY
 	switch {
@@ -644,7 +657,7 @@ const linkDenied = accReadData | accWriteData | accAppendData | accExecute
 func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat, uint32) {
 	root := c.srv.root
 	access, _ := grant(q.Access, fileAllAccess)
-	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted}
+	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted, ask: c.leaseAsk(q)}
 	o.deleteOnClose = q.Options&optDeleteOnClose != 0
 	var err error
 	if q.Options&optDirectory != 0 {
@@ -949,6 +962,7 @@ func (s *Server) release(o *open) {
 			o.breaking = false
 			o.breakTimer.Stop()
 		}
+		ft.dropLease(o)
 		n.breaksDone()
 		n.countLevelII()
 		if o.deleteOnClose {

@@ -9,8 +9,8 @@ import (
 	"plug/smb/internal/wire"
 )
 
-// Oplock levels (MS-SMB2 2.2.13). Leases are never granted: a request for
-// one gets no oplock.
+// Oplock levels (MS-SMB2 2.2.13); oplockLease marks an open with a lease
+// (see lease.go).
 const (
 	oplockNone      uint8 = 0x00
 	oplockLevelII   uint8 = 0x01
@@ -25,17 +25,27 @@ const (
 )
 
 // grantOplock decides the oplock of o, just attached to n: what it asked
-// for when it is alone, level II beside others that hold at most that,
-// none otherwise. The caller holds ft.mu.
-func (n *fileNode) grantOplock(o *open, asked uint8) {
+// for when it is alone, level II beside others that hold at most that or
+// a lease without handle caching, none otherwise; or the lease it asks
+// for. The caller holds ft.mu.
+func (ft *fileTable) grantOplock(n *fileNode, o *open, asked uint8) {
 	o.oplock = oplockNone
 	switch asked {
 	case oplockLevelII, oplockExclusive, oplockBatch:
+	case oplockLease:
+		ft.grantLease(n, o)
+		return
 	default:
 		return
 	}
 	for _, x := range n.opens {
-		if x != o && (x.oplock > oplockLevelII || x.breaking) {
+		switch {
+		case x == o:
+		case x.lease != nil:
+			if x.lease.state&(leaseH|leaseW) != 0 || x.lease.breaking {
+				return
+			}
+		case x.oplock > oplockLevelII || x.breaking:
 			return
 		}
 	}
@@ -55,17 +65,27 @@ type oplockBreak struct {
 	level uint8
 }
 
-// breakFor starts the breaks an open of path with access and share needs:
-// exclusive and batch oplocks of others go down to level II, or to none
-// when the open is to overwrite; every oplock goes when the opener
-// overwrites. As Windows has it, a stat open (no access but to
-// attributes) breaks nothing, and an exclusive oplock is not broken for
-// an open that its share mode refuses anyway (a batch one is: its holder
-// may close a cached handle). It returns a
+// opener is an open about to be made, as far as the breaks it needs go.
+type opener struct {
+	access, share uint32
+	overwrite     bool
+	lease         *leaseReq // the lease it asks for: its own is not broken
+}
+
+// breakFor starts the breaks an open w of path needs: exclusive and batch
+// oplocks of others go down to level II, or to none when the open is to
+// overwrite; every oplock goes when the opener overwrites. Leases of
+// other keys lose write caching, and handle caching too when w's share
+// mode would be refused; all caching when w overwrites. As Windows has
+// it, a stat open (no access but to attributes) breaks nothing, and an
+// exclusive oplock is not broken for an open that its share mode refuses
+// anyway (a batch one is: its holder may close a cached handle). A parked
+// durable open that would have to be told is closed instead. It returns a
 // channel closed once the holders have acknowledged (or closed, or timed
 // out), nil when there is nothing to wait for.
-func (s *Server) breakFor(path string, overwrite bool, access, share uint32) <-chan struct{} {
-	if !overwrite && access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+func (s *Server) breakFor(path string, w opener) <-chan struct{} {
+	overwrite := w.overwrite
+	if !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
 		return nil
 	}
 	st, err := s.root.statPath(path)
@@ -80,9 +100,29 @@ func (s *Server) breakFor(path string, overwrite bool, access, share uint32) <-c
 		return nil
 	}
 	var sends []oplockBreak
+	var lsends []*leaseBreak
 	var purge []*open
-	refused := n.conflicts(access, share)
+	refused := n.conflicts(w.access, w.share)
+	seen := map[*lease]bool{}
 	for _, o := range n.opens {
+		if l := o.lease; l != nil {
+			if seen[l] || w.lease != nil && w.lease.id == l.id {
+				continue
+			}
+			seen[l] = true
+			to := l.state &^ leaseW
+			if overwrite {
+				to = 0
+			} else if refused {
+				to &^= leaseH
+			}
+			b, p := ft.breakLease(l, to)
+			if b != nil {
+				lsends = append(lsends, b)
+			}
+			purge = append(purge, p...)
+			continue
+		}
 		switch {
 		case o.conn == nil && o.oplock != oplockNone:
 			// A parked durable open: no client to tell, so it is closed,
@@ -103,9 +143,10 @@ func (s *Server) breakFor(path string, overwrite bool, access, share uint32) <-c
 			sends = append(sends, oplockBreak{o, o.conn, o.tree, oplockNone})
 		}
 	}
+	n.countLevelII()
 	var wait chan struct{}
 	for _, o := range n.opens {
-		if o.breaking {
+		if o.breakingNow() {
 			if n.breakDone == nil {
 				n.breakDone = make(chan struct{})
 			}
@@ -119,17 +160,30 @@ func (s *Server) breakFor(path string, overwrite bool, access, share uint32) <-c
 	for _, b := range sends {
 		b.c.sendBreak(b.o, b.t, b.level)
 	}
+	for _, b := range lsends {
+		b.send()
+	}
 	return wait
 }
 
-// breakLevelII takes level II oplocks from the opens of o's file other
-// than o, because o changes the file's data. Such a break is not
-// acknowledged.
+// breakLevelII takes level II oplocks and read leases from the opens of
+// o's file other than o and its lease's, because o changes the file's
+// data. Such a break is not waited for.
 func (ft *fileTable) breakLevelII(o *open) {
 	ft.mu.Lock()
 	var sends []oplockBreak
+	var lsends []*leaseBreak
+	var purge []*open
 	if n := o.node; n != nil && n.levelII > 0 {
 		for _, x := range n.opens {
+			if l := x.lease; l != nil && l != o.lease && l.state&leaseR != 0 {
+				b, p := ft.breakLease(l, 0)
+				if b != nil {
+					lsends = append(lsends, b)
+				}
+				purge = append(purge, p...)
+				continue
+			}
 			if x != o && x.oplock == oplockLevelII && !x.breaking {
 				x.oplock = oplockNone
 				if x.conn != nil {
@@ -139,22 +193,35 @@ func (ft *fileTable) breakLevelII(o *open) {
 		}
 		n.countLevelII()
 	}
+	srv := o.conn.srv // o writes: it is not parked
 	ft.mu.Unlock()
+	for _, x := range purge {
+		srv.purge(x, "another client wrote to its file")
+	}
 	for _, b := range sends {
 		b.c.sendBreak(b.o, b.t, oplockNone)
 	}
+	for _, b := range lsends {
+		b.send()
+	}
 }
 
-// countLevelII refreshes how many opens of n hold level II, so that
-// writes to a file without any pay nothing for breaks. The caller holds
-// ft.mu.
+// countLevelII refreshes how many opens of n hold level II or a read
+// lease, so that writes to a file without any pay nothing for breaks. The
+// caller holds ft.mu.
 func (n *fileNode) countLevelII() {
 	n.levelII = 0
 	for _, x := range n.opens {
-		if x.oplock == oplockLevelII {
+		if x.oplock == oplockLevelII || x.lease != nil && x.lease.state&leaseR != 0 {
 			n.levelII++
 		}
 	}
+}
+
+// breakingNow reports whether o's oplock or lease is being broken. The
+// caller holds ft.mu.
+func (o *open) breakingNow() bool {
+	return o.breaking || o.lease != nil && o.lease.breaking
 }
 
 // ackBreak ends o's break at level and wakes the opens waiting for it.
@@ -184,7 +251,7 @@ func (n *fileNode) breaksDone() {
 		return
 	}
 	for _, o := range n.opens {
-		if o.breaking {
+		if o.breakingNow() {
 			return
 		}
 	}
@@ -195,17 +262,26 @@ func (n *fileNode) breaksDone() {
 // sendBreak tells the client of o, opened on t, that its oplock is
 // broken to level.
 func (c *conn) sendBreak(o *open, t *tree, level uint8) {
+	c.sendNotice(o, t, t.sess.id, t.id, func(out []byte) []byte {
+		le := binary.LittleEndian
+		out = le.AppendUint16(out, 24)
+		out = append(out, level, 0)
+		out = le.AppendUint32(out, 0)
+		return appendFileID(out, o)
+	})
+}
+
+// sendNotice sends a break notification about o, opened on t: an
+// OPLOCK_BREAK message of the server's own, with sessionID and treeID in
+// its header and the body body appends, encrypted when o was opened so.
+func (c *conn) sendNotice(o *open, t *tree, sessionID uint64, treeID uint32, body func([]byte) []byte) {
 	out := c.srv.getBuf(smallBuf)[:headroom]
 	defer func() { c.srv.putBuf(out) }()
 	hdr := len(out)
-	h := wire.Header{Command: wire.OplockBreak, Flags: wire.FlagResponse, MessageID: ^uint64(0), SessionID: t.sess.id, TreeID: t.id}
+	h := wire.Header{Command: wire.OplockBreak, Flags: wire.FlagResponse, MessageID: ^uint64(0), SessionID: sessionID, TreeID: treeID}
 	out = append(out, make([]byte, wire.HeaderSize)...)
 	h.Put(out[hdr:])
-	le := binary.LittleEndian
-	out = le.AppendUint16(out, 24)
-	out = append(out, level, 0)
-	out = le.AppendUint32(out, 0)
-	out = appendFileID(out, o)
+	out = body(out)
 	var enc *session
 	if s := t.sess; s.sealer != nil && o.encrypted {
 		enc = s
@@ -213,10 +289,17 @@ func (c *conn) sendBreak(o *open, t *tree, level uint8) {
 	c.send(&out, []outMsg{{start: hdr, end: len(out)}}, enc)
 }
 
-// oplockAck answers the acknowledgment of an oplock break.
+// oplockAck answers the acknowledgment of an oplock break, or of a lease
+// break (StructureSize 36).
 func (c *conn) oplockAck(r *request) uint32 {
 	b := r.body
 	le := binary.LittleEndian
+	switch {
+	case len(b) >= 36 && le.Uint16(b) == 36:
+		return c.leaseAck(r)
+	case len(b) < 24 || le.Uint16(b) != 24:
+		return wire.StatusInvalidParameter
+	}
 	o, status := c.fileFor(r, b[8:24])
 	if status != wire.StatusSuccess {
 		return status
