@@ -18,11 +18,13 @@ import (
 // closed it) and write (W) caching. All opens of the file with the same
 // client GUID and key share it. The grants follow Windows': R, RH, RW and
 // RWH are granted as asked (H or W without R gets nothing); W only while
-// no open of another key is on the file; H not beside another open's
-// oplock. A lease is upgraded only while its opens are the file's only
-// ones, and never downgraded by a request. An open of another key takes
+// no open of another key is on the file (stat opens, with no access but
+// to attributes, do not count); H not beside another open's oplock. A
+// lease is upgraded when all the state asked may be had, and never
+// downgraded by a request. An open of another key takes
 // W away, and H too when its share mode would otherwise be refused; an
-// overwrite takes everything; a write by another key takes R. Breaking a
+// overwrite takes everything; a write or a byte-range lock by another key
+// takes R. Breaking a
 // lease that caches writes or handles waits for the client's
 // acknowledgment (breakTimeout at most), as the open that caused it does.
 const (
@@ -115,12 +117,10 @@ func (ft *fileTable) grantLease(n *fileNode, o *open) {
 	}
 	// What the other opens of the file allow.
 	allowed := leaseR | leaseH | leaseW
-	alone := true
 	for _, x := range n.opens {
-		if x == o || l != nil && x.lease == l {
+		if x == o || l != nil && x.lease == l || x.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
 			continue
 		}
-		alone = false
 		allowed &^= leaseW
 		switch {
 		case x.lease != nil:
@@ -136,8 +136,8 @@ func (ft *fileTable) grantLease(n *fileNode, o *open) {
 			l.epoch = lr.epoch + 1
 		}
 		ft.leases[lr.id] = l
-	} else if alone && !l.breaking && lr.state&l.state == l.state && lr.state != l.state {
-		l.state = lr.state & allowed
+	} else if !l.breaking && lr.state&l.state == l.state && lr.state != l.state && lr.state&allowed == lr.state {
+		l.state = lr.state
 		if l.v2 {
 			l.epoch++
 		}
@@ -215,7 +215,8 @@ func (ft *fileTable) breakLease(l *lease, to uint32) (*leaseBreak, []*open) {
 	}
 	if b.ack {
 		l.breaking, l.breakTo = true, to
-		l.breakWait = time.AfterFunc(breakTimeout, func() { ft.leaseAcked(l, to) })
+		// Unacknowledged, the lease is lost altogether, as on Windows.
+		l.breakWait = time.AfterFunc(breakTimeout, func() { ft.leaseAcked(l, 0) })
 	} else {
 		l.state = to
 	}

@@ -110,11 +110,13 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 				continue
 			}
 			seen[l] = true
+			// A refused open takes handle caching only (its holder may
+			// close the handles it keeps), else write caching goes.
 			to := l.state &^ leaseW
 			if overwrite {
 				to = 0
 			} else if refused {
-				to &^= leaseH
+				to = l.state &^ leaseH
 			}
 			b, p := ft.breakLease(l, to)
 			if b != nil {
@@ -146,7 +148,8 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	n.countLevelII()
 	var wait chan struct{}
 	for _, o := range n.opens {
-		if o.breakingNow() {
+		// An open does not wait for the break of its own lease.
+		if o.breakingNow() && (w.lease == nil || o.lease == nil || o.lease.id != w.lease.id) {
 			if n.breakDone == nil {
 				n.breakDone = make(chan struct{})
 			}
