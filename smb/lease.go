@@ -118,7 +118,7 @@ func (ft *fileTable) grantLease(n *fileNode, o *open) {
 	// What the other opens of the file allow.
 	allowed := leaseR | leaseH | leaseW
 	for _, x := range n.opens {
-		if x == o || l != nil && x.lease == l || x.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+		if x == o || l != nil && x.lease == l || x.lease == nil && x.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
 			continue
 		}
 		allowed &^= leaseW
@@ -185,8 +185,7 @@ type leaseBreak struct {
 // caller holds ft.mu.
 func (ft *fileTable) breakLease(l *lease, to uint32) (*leaseBreak, []*open) {
 	if l.breaking {
-		l.breakTo &= to
-		return nil, nil
+		return nil, nil // what more is needed is asked once this break ends
 	}
 	if to&l.state == l.state {
 		return nil, nil

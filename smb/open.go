@@ -415,9 +415,7 @@ func (c *conn) create(r *request) uint32 {
 	if c.srv.files.leaseElsewhere(ask, path) {
 		return wire.StatusInvalidParameter // one lease key, one file
 	}
-	w := opener{access: mapGeneric(q.Access), share: q.Share, lease: ask,
-		overwrite: q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede}
-	if wait := c.srv.breakFor(path, w); wait != nil && r.chain.last {
+	if wait := c.srv.breakFor(path, c.opener(&q)); wait != nil && r.chain.last {
 		return c.createAfterBreak(r, wait)
 	}
 	return c.createNow(r, &q, path)
@@ -444,8 +442,16 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 	return wire.StatusSuccess
 }
 
+// opener is what the open q asks for, as far as the breaks it needs go.
+func (c *conn) opener(q *createReq) opener {
+	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q),
+		overwrite: q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede}
+}
+
 // createAfterBreak answers r later, once the oplock breaks it waits for
-// have ended (or it is cancelled).
+// have ended, and those that their ends show are needed then (a lease
+// broken to what an earlier open needed may have to go further), or it
+// is cancelled.
 func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 	cancelled := make(chan struct{})
 	var once sync.Once
@@ -457,16 +463,19 @@ func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 	msg := append([]byte(nil), r.msg...)
 	h, sess, tree, enc := r.h, r.sess, r.tree, r.encrypted
 	go func() {
-		select {
-		case <-wait:
-		case <-cancelled:
-			op.complete(wire.StatusCancelled, nil)
-			return
+		q, _ := parseCreate(msg)
+		path, _ := c.createPath(&q)
+		for wait != nil {
+			select {
+			case <-wait:
+			case <-cancelled:
+				op.complete(wire.StatusCancelled, nil)
+				return
+			}
+			wait = c.srv.breakFor(path, c.opener(&q))
 		}
 		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
 			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
-		q, _ := parseCreate(msg)
-		path, _ := c.createPath(&q)
 		status := c.createNow(r2, &q, path)
 		var body func([]byte) []byte
 		if status == wire.StatusSuccess {

@@ -103,10 +103,13 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	var lsends []*leaseBreak
 	var purge []*open
 	refused := n.conflicts(w.access, w.share)
+	// An open that only reads the security descriptor breaks oplocks but
+	// no lease.
+	leaseStat := !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize|accReadControl) == 0
 	seen := map[*lease]bool{}
 	for _, o := range n.opens {
 		if l := o.lease; l != nil {
-			if seen[l] || w.lease != nil && w.lease.id == l.id {
+			if seen[l] || leaseStat || w.lease != nil && w.lease.id == l.id {
 				continue
 			}
 			seen[l] = true
