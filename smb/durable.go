@@ -30,6 +30,8 @@ const (
 	ctxDurableReconnect   = "DHnC"
 	ctxDurableRequestV2   = "DH2Q"
 	ctxDurableReconnectV2 = "DH2C"
+	// ctxAppInstance names SMB2_CREATE_APP_INSTANCE_ID, a binary GUID.
+	ctxAppInstance = "\x45\xBC\xA6\x6A\xEF\xA7\xF7\x4A\x90\x08\xFA\x46\x2E\x14\x4D\x74"
 
 	// durableTimeout is how long a parked durable v1 open waits, and a v2
 	// one that asks for no timeout of its own; durableMaxTimeout caps what
@@ -56,8 +58,12 @@ const (
 type durableState struct {
 	v2         bool
 	createGUID [16]byte
-	resilient  bool
-	timeout    time.Duration
+	// appInstance is the application instance a v2 open was made for
+	// (zero for none): a new open of the file for the same instance
+	// closes it (the application moved, MS-SMB2 3.3.5.9.13).
+	appInstance [16]byte
+	resilient   bool
+	timeout     time.Duration
 	// user is the account that may reconnect to the open.
 	user string
 	// timer closes the open once parked for timeout; guarded by
@@ -97,6 +103,51 @@ func (c *conn) checkDurableContexts(q *createReq) uint32 {
 	return wire.StatusSuccess
 }
 
+// appInstance is the application instance id q carries, zero for none.
+func appInstance(q *createReq) [16]byte {
+	var id [16]byte
+	if x := q.context(ctxAppInstance); x != nil && len(x.data) >= 20 && binary.LittleEndian.Uint16(x.data) == 20 {
+		copy(id[:], x.data[4:20])
+	}
+	return id
+}
+
+// closeAppInstance closes the durable v2 opens of path made for the
+// application instance the v2 durable open q asks for is made for: the
+// instance moved, and its old opens would only stand in its way.
+func (c *conn) closeAppInstance(q *createReq, path string) {
+	id := appInstance(q)
+	if id == ([16]byte{}) || c.durableContext(q, ctxDurableRequestV2) == nil {
+		return
+	}
+	st, err := c.srv.root.statPath(path)
+	if err != nil {
+		return
+	}
+	type stale struct {
+		o *open
+		c *conn
+	}
+	var gone []stale
+	ft := &c.srv.files
+	ft.mu.Lock()
+	if n := ft.nodes[st.key()]; n != nil {
+		for _, o := range n.opens {
+			if o.dur != nil && o.dur.v2 && o.dur.appInstance == id {
+				gone = append(gone, stale{o, o.conn})
+			}
+		}
+	}
+	ft.mu.Unlock()
+	for _, g := range gone {
+		if g.c == nil {
+			c.srv.purge(g.o, "its application instance opened the file again")
+		} else {
+			g.c.closeOpen(g.o)
+		}
+	}
+}
+
 // makeDurable makes o, just opened by r, durable when q asks for it and o
 // caches its handle, and returns the create context that says so.
 func (c *conn) makeDurable(r *request, q *createReq, o *open) [][2][]byte {
@@ -110,6 +161,7 @@ func (c *conn) makeDurable(r *request, q *createReq, o *open) [][2][]byte {
 	if d2q != nil {
 		d.v2 = true
 		copy(d.createGUID[:], d2q.data[16:32])
+		d.appInstance = appInstance(q)
 		if ms := le.Uint32(d2q.data); ms != 0 {
 			d.timeout = min(time.Duration(ms)*time.Millisecond, durableMaxTimeout)
 		}
@@ -253,11 +305,12 @@ func (c *conn) reconnect(r *request, q *createReq) uint32 {
 		return wire.StatusTooManyOpenedFiles
 	}
 	ask := c.leaseAsk(q)
+	path, pathStatus := c.createPath(q)
 	p := &c.srv.parked
 	p.mu.Lock()
 	o := p.m[pid]
 	switch {
-	case o == nil || v2 && (!o.dur.v2 || o.dur.createGUID != guid),
+	case o == nil || v2 && o.dur.createGUID != guid, // a v1 open's is zero
 		// An open with a lease comes back only with its lease's key, to
 		// the client that holds it.
 		o.lease != nil && (ask == nil || ask.id != o.lease.id):
@@ -266,6 +319,10 @@ func (c *conn) reconnect(r *request, q *createReq) uint32 {
 	case o.dur.user != r.sess.user:
 		p.mu.Unlock()
 		return wire.StatusAccessDenied
+	case o.lease != nil && (pathStatus != wire.StatusSuccess || path != o.node.path):
+		// With a lease, unlike an oplock, the name must be the file's.
+		p.mu.Unlock()
+		return wire.StatusInvalidParameter
 	}
 	delete(p.m, pid)
 	o.dur.timer.Stop()

@@ -415,6 +415,7 @@ func (c *conn) create(r *request) uint32 {
 	if c.srv.files.leaseElsewhere(ask, path) {
 		return wire.StatusInvalidParameter // one lease key, one file
 	}
+	c.closeAppInstance(&q, path)
 	if wait := c.srv.breakFor(path, c.opener(&q)); wait != nil && r.chain.last {
 		return c.createAfterBreak(r, wait)
 	}
