@@ -58,7 +58,8 @@ type lease struct {
 	node      *fileNode
 	state     uint32
 	epoch     uint16
-	v2        bool
+	v2        bool // made by a v2 request: answered in v2 to every open
+	parent    *[16]byte
 	opens     int
 	breaking  bool
 	breakTo   uint32
@@ -134,6 +135,9 @@ func (ft *fileTable) grantLease(n *fileNode, o *open) {
 		l = &lease{id: lr.id, node: n, state: lr.state & allowed, v2: lr.v2}
 		if l.v2 {
 			l.epoch = lr.epoch + 1
+		}
+		if lr.hasParent {
+			l.parent = &lr.parent
 		}
 		ft.leases[lr.id] = l
 	} else if !l.breaking && lr.state&l.state == l.state && lr.state != l.state && lr.state&allowed == lr.state {
@@ -292,7 +296,8 @@ func (c *conn) leaseAck(r *request) uint32 {
 }
 
 // leaseContext is the lease response context for o, opened or
-// reconnected with a lease request, in the request's version.
+// reconnected with a lease request, in the version the lease was made
+// with.
 func (c *conn) leaseContext(o *open) [][2][]byte {
 	ft := &c.srv.files
 	ft.mu.Lock()
@@ -308,14 +313,14 @@ func (c *conn) leaseContext(o *open) [][2][]byte {
 	if l.breaking {
 		flags |= leaseFlagBreaking
 	}
-	if lr.v2 && lr.hasParent {
+	if l.parent != nil {
 		flags |= leaseFlagParentKey
 	}
 	v = le.AppendUint32(v, flags)
 	v = le.AppendUint64(v, 0)
-	if lr.v2 {
-		if lr.hasParent {
-			v = append(v, lr.parent[:]...)
+	if l.v2 {
+		if l.parent != nil {
+			v = append(v, l.parent[:]...)
 		} else {
 			v = append(v, make([]byte, 16)...)
 		}

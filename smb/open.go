@@ -445,7 +445,7 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 
 // opener is what the open q asks for, as far as the breaks it needs go.
 func (c *conn) opener(q *createReq) opener {
-	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q),
+	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q), deleting: q.Options&optDeleteOnClose != 0,
 		overwrite: q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede}
 }
 

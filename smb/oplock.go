@@ -69,6 +69,7 @@ type oplockBreak struct {
 type opener struct {
 	access, share uint32
 	overwrite     bool
+	deleting      bool      // it deletes the file on close
 	lease         *leaseReq // the lease it asks for: its own is not broken
 }
 
@@ -76,7 +77,8 @@ type opener struct {
 // oplocks of others go down to level II, or to none when the open is to
 // overwrite; every oplock goes when the opener overwrites. Leases of
 // other keys lose write caching, and handle caching too when w's share
-// mode would be refused; all caching when w overwrites. As Windows has
+// mode would be refused or when w deletes the file; all caching when w
+// overwrites. As Windows has
 // it, a stat open (no access but to attributes) breaks nothing, and an
 // exclusive oplock is not broken for an open that its share mode refuses
 // anyway (a batch one is: its holder may close a cached handle). A parked
@@ -116,10 +118,13 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 			// A refused open takes handle caching only (its holder may
 			// close the handles it keeps), else write caching goes.
 			to := l.state &^ leaseW
-			if overwrite {
+			switch {
+			case overwrite:
 				to = 0
-			} else if refused {
+			case refused:
 				to = l.state &^ leaseH
+			case w.deleting:
+				to &^= leaseH // the holder must close the handles it keeps
 			}
 			b, p := ft.breakLease(l, to)
 			if b != nil {
