@@ -408,14 +408,12 @@ func (c *conn) create(r *request) uint32 {
 	if q.Options&optDeleteOnClose != 0 && mapGeneric(q.Access)&accDelete == 0 && q.Access&accMaximumAllowed == 0 {
 		return wire.StatusInvalidParameter
 	}
-	// Exclusive and batch oplocks of others are broken first; the open
-	// waits for their holders, answering later, when it can (the last of
-	// a chain).
-	ask := c.leaseAsk(&q)
-	if c.srv.files.leaseElsewhere(ask, path) {
+	if c.srv.files.leaseElsewhere(c.leaseAsk(&q), path) {
 		return wire.StatusInvalidParameter // one lease key, one file
 	}
 	c.closeAppInstance(&q, path)
+	// Oplocks and leases of others are broken first; the open waits for
+	// their holders, answering later, when it can (the last of a chain).
 	if wait := c.srv.breakFor(path, c.opener(&q)); wait != nil && r.chain.last {
 		return c.createAfterBreak(r, wait)
 	}
