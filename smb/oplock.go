@@ -97,7 +97,8 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	ft := &s.files
 	ft.mu.Lock()
 	n := ft.nodes[st.key()]
-	if n == nil {
+	if n == nil || n.deletePending {
+		// Nothing to break; or the open is refused, breaking nothing.
 		ft.mu.Unlock()
 		return nil
 	}
@@ -177,9 +178,10 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	return wait
 }
 
-// breakLevelII takes level II oplocks and read leases from the opens of
-// o's file other than o and its lease's, because o changes the file's
-// data. Such a break is not waited for.
+// breakLevelII takes level II oplocks (o's own too, as Windows does) and
+// read leases of other keys than o's from the opens of o's file, because
+// o changes the file's data or locks a range of it. Such a break is not
+// waited for.
 func (ft *fileTable) breakLevelII(o *open) {
 	ft.mu.Lock()
 	var sends []oplockBreak
@@ -195,7 +197,7 @@ func (ft *fileTable) breakLevelII(o *open) {
 				purge = append(purge, p...)
 				continue
 			}
-			if x != o && x.oplock == oplockLevelII && !x.breaking {
+			if x.oplock == oplockLevelII && !x.breaking {
 				x.oplock = oplockNone
 				if x.conn != nil {
 					sends = append(sends, oplockBreak{x, x.conn, x.tree, oplockNone})
