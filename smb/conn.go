@@ -286,8 +286,8 @@ func (c *conn) prepare(r *request, enc *session) (uint32, error) {
 // requestSizes are the StructureSize that the body of a command's request
 // begins with, for the handlers that leave checking it to run. An odd size
 // counts one byte of a variable part that may be absent, so a body holds at
-// least size rounded down to even. (A lease break acknowledgment, size 36,
-// is refused with the rest: no lease is granted.)
+// least size rounded down to even. (An OPLOCK_BREAK acknowledgment has
+// one of two sizes: oplockAck checks it.)
 var requestSizes = map[uint16]uint16{
 	wire.SessionSetup:   25,
 	wire.Lock:           48,
@@ -296,7 +296,6 @@ var requestSizes = map[uint16]uint16{
 	wire.ChangeNotify:   32,
 	wire.QueryInfo:      41,
 	wire.SetInfo:        33,
-	wire.OplockBreak:    24,
 }
 
 // run calls the command's handler, once its body has the StructureSize

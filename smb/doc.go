@@ -27,9 +27,14 @@
 // attributes and a creation time a client sets live in the user.plug.dos
 // xattr (by default a leading dot means hidden). A security descriptor is
 // synthesised from the mode and owner; setting one is accepted and
-// changes nothing (there is no ACL storage). Oplocks are granted and
-// broken; leases, durable handles, multichannel, streams and EAs are not
-// offered.
+// changes nothing (there is no ACL storage). Oplocks and leases (v1 and
+// v2, on files) are granted and broken by Windows' rules, with break
+// notifications to every client that holds one (see oplock.go and
+// lease.go); an open with a batch oplock or a handle-caching lease is
+// durable when its client asks (v1 and v2 durable handles) and any open
+// resilient when it asks, so it outlives a lost connection for its
+// timeout (see durable.go). Directory leases, persistent handles,
+// multichannel, streams and EAs are not offered.
 //
 // # Limits
 //
@@ -65,6 +70,13 @@
 //     maxFSWatches (8192); beyond them changes made on disk are not told
 //   - pending CHANGE_NOTIFY and blocking LOCK requests per connection:
 //     maxPending (256)
+//   - durable and resilient opens kept for clients that went away,
+//     server-wide: maxParked (4096), each for its timeout (durable: 60 s,
+//     or what a v2 client asks up to 300 s; resilient: what the client
+//     asks up to 300 s, 120 s if it asks none); beyond them an open closes
+//     with its connection
+//   - leases: one per lease key and file, and a lease lives only while
+//     an open holds it, so there are no more than opens
 //
 // A malformed message gets an error status or, when the stream can no
 // longer be trusted (a bad transport frame, a message id outside the

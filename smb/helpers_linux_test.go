@@ -277,3 +277,19 @@ func (s *server) mustImpacket(t testing.TB, script string) string {
 	}
 	return out
 }
+
+// mustPassTorture runs smbtorture's subtests tests against s, within 3
+// minutes, and fails the test for each that does not pass.
+func (s *server) mustPassTorture(t testing.TB, tests ...string) {
+	t.Helper()
+	bin := need(t, "smbtorture")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := append([]string{"//127.0.0.1/" + testShare, "-p", s.port, "-U", testUser + "%" + testPass, "--fullname", "--format=subunit"}, tests...)
+	out, _ := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	for _, name := range tests {
+		if !strings.Contains(string(out), "\nsuccess: "+name+"\n") {
+			t.Errorf("%s did not pass (ctx: %v):\n%s", name, ctx.Err(), out)
+		}
+	}
+}

@@ -132,6 +132,8 @@ func (c *conn) fileIoctl(o *open, code uint32, in []byte, maxOut uint32) (uint32
 		out := le.AppendUint64(nil, st.ino)
 		out = le.AppendUint64(out, st.dev)
 		return wire.StatusSuccess, append(out, make([]byte, 48)...)
+	case fsctlRequestResiliency:
+		return c.requestResiliency(o, in), nil
 	case fsctlGetCompression:
 		return wire.StatusSuccess, []byte{0, 0}
 	case fsctlSetCompression:

@@ -173,6 +173,8 @@ func (c *conn) lock(r *request) uint32 {
 			return wire.StatusInvalidParameter
 		}
 	}
+	// Read caching of others ends where ranges are locked, as on Windows.
+	ft.breakLevelII(o)
 	ft.mu.Lock()
 	var taken int
 	for _, e := range els {

@@ -19,6 +19,7 @@ import (
 
 // Capabilities and security modes of NEGOTIATE.
 const (
+	capLeasing    uint32 = 0x02
 	capLargeMTU   uint32 = 0x04
 	capEncryption uint32 = 0x40
 
@@ -90,7 +91,7 @@ func (c *conn) negotiate(r *request) (uint32, error) {
 		c.serverSecMode |= secSigningRequired
 	}
 	if dialect >= wire.Dialect210 {
-		c.serverCaps |= capLargeMTU
+		c.serverCaps |= capLargeMTU | capLeasing
 	}
 	if dialect == wire.Dialect300 || dialect == wire.Dialect302 {
 		if c.cipher != 0 {

@@ -202,16 +202,5 @@ func TestDeleteWatchedDir(t *testing.T) {
 // without delete-pending semantics for watched directories, or without
 // the attribute change Windows tells for a renamed file, hangs in.
 func TestNotifyTorture(t *testing.T) {
-	s := startServer(t)
-	bin := need(t, "smbtorture")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	tests := []string{"smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4"}
-	args := append([]string{"//127.0.0.1/" + testShare, "-p", s.port, "-U", testUser + "%" + testPass, "--fullname", "--format=subunit"}, tests...)
-	out, _ := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	for _, name := range tests {
-		if !strings.Contains(string(out), "\nsuccess: "+name+"\n") {
-			t.Errorf("%s did not pass (ctx: %v):\n%s", name, ctx.Err(), out)
-		}
-	}
+	startServer(t).mustPassTorture(t, "smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4")
 }

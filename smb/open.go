@@ -89,11 +89,15 @@ type fileNode struct {
 
 // fileTable is the server's files with opens.
 type fileTable struct {
-	mu    sync.Mutex
-	nodes map[fileKey]*fileNode
+	mu     sync.Mutex
+	nodes  map[fileKey]*fileNode
+	leases map[leaseID]*lease
 }
 
-func (ft *fileTable) init() { ft.nodes = map[fileKey]*fileNode{} }
+func (ft *fileTable) init() {
+	ft.nodes = map[fileKey]*fileNode{}
+	ft.leases = map[leaseID]*lease{}
+}
 
 // open is an open file (a FileId) of a connection.
 type open struct {
@@ -111,6 +115,16 @@ type open struct {
 	// encrypted: it was opened by an encrypted request, so oplock breaks
 	// to it go encrypted.
 	encrypted bool
+	// pid is the persistent half of the FileId, unique in the server (id
+	// is the volatile half, unique in the connection); dur is set for a
+	// durable or resilient open (see durable.go). conn and tree change,
+	// under fileTable.mu, when the open is parked and reconnected.
+	pid uint64
+	dur *durableState
+	// ask is the lease the open asked for, lease the one it holds (see
+	// lease.go), guarded by fileTable.mu.
+	ask   *leaseReq
+	lease *lease
 
 	// The oplock, guarded by fileTable.mu: its level, and while a break
 	// is under way the level it breaks to and the timer that ends it.
@@ -173,7 +187,7 @@ func (ft *fileTable) attach(o *open, key fileKey, path string, oplock uint8) uin
 	}
 	n.opens = append(n.opens, o)
 	o.node = n
-	n.grantOplock(o, oplock)
+	ft.grantOplock(n, o, oplock)
 	n.countLevelII()
 	return wire.StatusSuccess
 }
@@ -324,6 +338,9 @@ func parseCreate(msg []byte) (createReq, uint32) {
 		}
 		ctxs = ctxs[next:]
 	}
+	if q.context(ctxDurableReconnect) != nil || q.context(ctxDurableReconnectV2) != nil {
+		return q, wire.StatusSuccess // a reconnect ignores the other fields
+	}
 	if q.Impersonate > 3 {
 		return q, wire.StatusBadImpersonationLevel
 	}
@@ -366,15 +383,18 @@ func (c *conn) create(r *request) uint32 {
 	if r.tree.ipc {
 		return wire.StatusObjectNameNotFound // no named pipes are served
 	}
+	if status := c.checkDurableContexts(&q); status != wire.StatusSuccess {
+		return status
+	}
+	if q.context(ctxDurableReconnect) != nil || q.context(ctxDurableReconnectV2) != nil {
+		return c.reconnect(r, &q)
+	}
 	path, status := c.createPath(&q)
 	if status != wire.StatusSuccess {
 		return status
 	}
-	for _, n := range []string{"TWrp", "DHnC", "DH2C"} {
-		if q.context(n) != nil {
-			// No snapshots, and no durable handles to reconnect to.
-			return wire.StatusObjectNameNotFound
-		}
+	if q.context("TWrp") != nil {
+		return wire.StatusObjectNameNotFound // no snapshots
 	}
 	if q.context("ExtA") != nil {
 		return wire.StatusEASNotSupported
@@ -388,11 +408,13 @@ func (c *conn) create(r *request) uint32 {
 	if q.Options&optDeleteOnClose != 0 && mapGeneric(q.Access)&accDelete == 0 && q.Access&accMaximumAllowed == 0 {
 		return wire.StatusInvalidParameter
 	}
-	// Exclusive and batch oplocks of others are broken first; the open
-	// waits for their holders, answering later, when it can (the last of
-	// a chain).
-	overwrite := q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede
-	if wait := c.srv.breakFor(path, overwrite); wait != nil && r.chain.last {
+	if c.srv.files.leaseElsewhere(c.leaseAsk(&q), path) {
+		return wire.StatusInvalidParameter // one lease key, one file
+	}
+	c.closeAppInstance(&q, path)
+	// Oplocks and leases of others are broken first; the open waits for
+	// their holders, answering later, when it can (the last of a chain).
+	if wait := c.srv.breakFor(path, c.opener(&q)); wait != nil && r.chain.last {
 		return c.createAfterBreak(r, wait)
 	}
 	return c.createNow(r, &q, path)
@@ -414,13 +436,21 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 	if status != wire.StatusSuccess {
 		return status
 	}
-	c.appendCreateResponse(r, q, o, &st, action)
+	c.appendCreateResponse(r, q, o, &st, action, append(c.makeDurable(r, q, o), c.leaseContext(o)...))
 	r.chain.file = o
 	return wire.StatusSuccess
 }
 
+// opener is what the open q asks for, as far as the breaks it needs go.
+func (c *conn) opener(q *createReq) opener {
+	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q), deleting: q.Options&optDeleteOnClose != 0,
+		overwrite: q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede}
+}
+
 // createAfterBreak answers r later, once the oplock breaks it waits for
-// have ended (or it is cancelled).
+// have ended, and those that their ends show are needed then (a lease
+// broken to what an earlier open needed may have to go further), or it
+// is cancelled.
 func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 	cancelled := make(chan struct{})
 	var once sync.Once
@@ -432,16 +462,19 @@ func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 	msg := append([]byte(nil), r.msg...)
 	h, sess, tree, enc := r.h, r.sess, r.tree, r.encrypted
 	go func() {
-		select {
-		case <-wait:
-		case <-cancelled:
-			op.complete(wire.StatusCancelled, nil)
-			return
+		q, _ := parseCreate(msg)
+		path, _ := c.createPath(&q)
+		for wait != nil {
+			select {
+			case <-wait:
+			case <-cancelled:
+				op.complete(wire.StatusCancelled, nil)
+				return
+			}
+			wait = c.srv.breakFor(path, c.opener(&q))
 		}
 		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
 			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
-		q, _ := parseCreate(msg)
-		path, _ := c.createPath(&q)
 		status := c.createNow(r2, &q, path)
 		var body func([]byte) []byte
 		if status == wire.StatusSuccess {
@@ -586,7 +619,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 	if q.Options&optDeleteOnClose != 0 && !st.isDir() && st.mode&0200 == 0 {
 		return nil, 0, wire.StatusCannotDelete
 	}
-	o := &open{conn: c, tree: r.tree, isDir: st.isDir(), access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted}
+	o := &open{conn: c, tree: r.tree, isDir: st.isDir(), access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted, ask: c.leaseAsk(q)}
 	o.deleteOnClose = q.Options&optDeleteOnClose != 0
 	flags := unix.O_RDONLY
 	switch {
@@ -615,7 +648,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 	}
 	if action != actionOpened {
 		if err := unix.Ftruncate(o.fd, 0); err != nil {
-			c.release(o)
+			c.srv.release(o)
 			return nil, 0, ntStatus(err)
 		}
 		preallocate(o, q)
@@ -632,7 +665,7 @@ const linkDenied = accReadData | accWriteData | accAppendData | accExecute
 func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat, uint32) {
 	root := c.srv.root
 	access, _ := grant(q.Access, fileAllAccess)
-	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted}
+	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted, ask: c.leaseAsk(q)}
 	o.deleteOnClose = q.Options&optDeleteOnClose != 0
 	var err error
 	if q.Options&optDirectory != 0 {
@@ -697,6 +730,9 @@ func preallocate(o *open, q *createReq) {
 }
 
 func (c *conn) addOpen(o *open) {
+	if o.pid == 0 {
+		o.pid = c.srv.nextPersistent.Add(1)
+	}
 	c.mu.Lock()
 	c.nextFile++
 	o.id = c.nextFile
@@ -704,8 +740,9 @@ func (c *conn) addOpen(o *open) {
 	c.mu.Unlock()
 }
 
-// appendCreateResponse appends the CREATE response body for o.
-func (c *conn) appendCreateResponse(r *request, q *createReq, o *open, st *fileStat, action uint32) {
+// appendCreateResponse appends the CREATE response body for o, with the
+// create contexts q asks for and extra ones (name and data each).
+func (c *conn) appendCreateResponse(r *request, q *createReq, o *open, st *fileStat, action uint32, extra [][2][]byte) {
 	le := binary.LittleEndian
 	b := r.out
 	b = le.AppendUint16(b, 89)
@@ -722,7 +759,7 @@ func (c *conn) appendCreateResponse(r *request, q *createReq, o *open, st *fileS
 	b = appendFileID(b, o)
 	ctxAt := len(b)
 	b = le.AppendUint64(b, 0)
-	var ctxs [][2][]byte
+	ctxs := extra
 	if q.context("MxAc") != nil {
 		v := le.AppendUint32(nil, 0)
 		ctxs = append(ctxs, [2][]byte{[]byte("MxAc"), le.AppendUint32(v, maxOf(o))})
@@ -783,7 +820,7 @@ func appendTimes(b []byte, st *fileStat) []byte {
 }
 
 func appendFileID(b []byte, o *open) []byte {
-	b = binary.LittleEndian.AppendUint64(b, o.id)
+	b = binary.LittleEndian.AppendUint64(b, o.pid)
 	return binary.LittleEndian.AppendUint64(b, o.id)
 }
 
@@ -849,7 +886,7 @@ func (c *conn) fileFor(r *request, fid []byte) (*open, uint32) {
 	c.mu.Lock()
 	o := c.opens[v]
 	c.mu.Unlock()
-	if o == nil || o.id != p || o.tree != r.tree {
+	if o == nil || o.pid != p || o.tree != r.tree {
 		return nil, wire.StatusFileClosed
 	}
 	r.chain.file = o
@@ -909,14 +946,14 @@ func (c *conn) closeOpen(o *open) bool {
 	o.io.Lock()
 	o.closed = true
 	o.io.Unlock()
-	c.release(o)
+	c.srv.release(o)
 	return true
 }
 
 // release detaches o from its file, deleting the file if o was the last
 // open of a file whose delete is pending, and closes its descriptor.
-func (c *conn) release(o *open) {
-	ft := &c.srv.files
+func (s *Server) release(o *open) {
+	ft := &s.files
 	ft.mu.Lock()
 	n := o.node
 	var del bool
@@ -933,6 +970,7 @@ func (c *conn) release(o *open) {
 			o.breaking = false
 			o.breakTimer.Stop()
 		}
+		ft.dropLease(o)
 		n.breaksDone()
 		n.countLevelII()
 		if o.deleteOnClose {
@@ -949,7 +987,7 @@ func (c *conn) release(o *open) {
 	watched := n != nil && n.isDir && n.deletePending && len(n.opens) > 0
 	ft.mu.Unlock()
 	if watched {
-		c.srv.dirGone(n, "")
+		s.dirGone(n, "")
 	}
 	for _, w := range waits {
 		w.op.complete(wire.StatusRangeNotLocked, nil)
@@ -958,8 +996,8 @@ func (c *conn) release(o *open) {
 		ft.wake(n)
 	}
 	if del {
-		c.srv.root.remove(path, n.key, n.isDir)
-		c.srv.notifyChange(path, notifyRemoved, n.isDir)
+		s.root.remove(path, n.key, n.isDir)
+		s.notifyChange(path, notifyRemoved, n.isDir)
 	}
 	unix.Close(o.fd)
 }

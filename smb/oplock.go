@@ -9,8 +9,8 @@ import (
 	"plug/smb/internal/wire"
 )
 
-// Oplock levels (MS-SMB2 2.2.13). Leases are never granted: a request for
-// one gets no oplock.
+// Oplock levels (MS-SMB2 2.2.13); oplockLease marks an open with a lease
+// (see lease.go).
 const (
 	oplockNone      uint8 = 0x00
 	oplockLevelII   uint8 = 0x01
@@ -25,17 +25,27 @@ const (
 )
 
 // grantOplock decides the oplock of o, just attached to n: what it asked
-// for when it is alone, level II beside others that hold at most that,
-// none otherwise. The caller holds ft.mu.
-func (n *fileNode) grantOplock(o *open, asked uint8) {
+// for when it is alone, level II beside others that hold at most that or
+// a lease without handle caching, none otherwise; or the lease it asks
+// for. The caller holds ft.mu.
+func (ft *fileTable) grantOplock(n *fileNode, o *open, asked uint8) {
 	o.oplock = oplockNone
 	switch asked {
 	case oplockLevelII, oplockExclusive, oplockBatch:
+	case oplockLease:
+		ft.grantLease(n, o)
+		return
 	default:
 		return
 	}
 	for _, x := range n.opens {
-		if x != o && (x.oplock > oplockLevelII || x.breaking) {
+		switch {
+		case x == o:
+		case x.lease != nil:
+			if x.lease.state&(leaseH|leaseW) != 0 || x.lease.breaking {
+				return
+			}
+		case x.oplock > oplockLevelII || x.breaking:
 			return
 		}
 	}
@@ -46,18 +56,40 @@ func (n *fileNode) grantOplock(o *open, asked uint8) {
 	}
 }
 
-// oplockBreak is a break notification to send.
+// oplockBreak is a break notification to send: to the connection and
+// tree the open had when the break was decided.
 type oplockBreak struct {
 	o     *open
+	c     *conn
+	t     *tree
 	level uint8
 }
 
-// breakFor starts the breaks an open of path needs: exclusive and batch
+// opener is an open about to be made, as far as the breaks it needs go.
+type opener struct {
+	access, share uint32
+	overwrite     bool
+	deleting      bool      // it deletes the file on close
+	lease         *leaseReq // the lease it asks for: its own is not broken
+}
+
+// breakFor starts the breaks an open w of path needs: exclusive and batch
 // oplocks of others go down to level II, or to none when the open is to
-// overwrite; every oplock goes when the opener overwrites. It returns a
+// overwrite; every oplock goes when the opener overwrites. Leases of
+// other keys lose write caching, and handle caching too when w's share
+// mode would be refused or when w deletes the file; all caching when w
+// overwrites. As Windows has
+// it, a stat open (no access but to attributes) breaks nothing, and an
+// exclusive oplock is not broken for an open that its share mode refuses
+// anyway (a batch one is: its holder may close a cached handle). A parked
+// durable open that would have to be told is closed instead. It returns a
 // channel closed once the holders have acknowledged (or closed, or timed
 // out), nil when there is nothing to wait for.
-func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
+func (s *Server) breakFor(path string, w opener) <-chan struct{} {
+	overwrite := w.overwrite
+	if !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+		return nil
+	}
 	st, err := s.root.statPath(path)
 	if err != nil {
 		return nil
@@ -65,31 +97,68 @@ func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
 	ft := &s.files
 	ft.mu.Lock()
 	n := ft.nodes[st.key()]
-	if n == nil {
+	if n == nil || n.deletePending {
+		// Nothing to break; or the open is refused, breaking nothing.
 		ft.mu.Unlock()
 		return nil
 	}
 	var sends []oplockBreak
+	var lsends []*leaseBreak
+	var purge []*open
+	refused := n.conflicts(w.access, w.share)
+	// An open that only reads the security descriptor breaks oplocks but
+	// no lease.
+	leaseStat := !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize|accReadControl) == 0
+	seen := map[*lease]bool{}
 	for _, o := range n.opens {
+		if l := o.lease; l != nil {
+			if seen[l] || leaseStat || w.lease != nil && w.lease.id == l.id {
+				continue
+			}
+			seen[l] = true
+			// A refused open takes handle caching only (its holder may
+			// close the handles it keeps), else write caching goes.
+			to := l.state &^ leaseW
+			switch {
+			case overwrite:
+				to = 0
+			case refused:
+				to = l.state &^ leaseH
+			case w.deleting:
+				to &^= leaseH // the holder must close the handles it keeps
+			}
+			b, p := ft.breakLease(l, to)
+			if b != nil {
+				lsends = append(lsends, b)
+			}
+			purge = append(purge, p...)
+			continue
+		}
 		switch {
-		case o.breaking:
+		case o.conn == nil && o.oplock != oplockNone:
+			// A parked durable open: no client to tell, so it is closed,
+			// as Windows does.
+			purge = append(purge, o)
+		case o.breaking, o.oplock == oplockExclusive && refused:
 		case o.oplock > oplockLevelII:
 			o.breaking = true
 			o.breakTo = oplockLevelII
 			if overwrite {
 				o.breakTo = oplockNone
 			}
-			sends = append(sends, oplockBreak{o, o.breakTo})
+			sends = append(sends, oplockBreak{o, o.conn, o.tree, o.breakTo})
 			x := o
 			o.breakTimer = time.AfterFunc(breakTimeout, func() { ft.ackBreak(x, x.breakTo) })
 		case o.oplock == oplockLevelII && overwrite:
 			o.oplock = oplockNone
-			sends = append(sends, oplockBreak{o, oplockNone})
+			sends = append(sends, oplockBreak{o, o.conn, o.tree, oplockNone})
 		}
 	}
+	n.countLevelII()
 	var wait chan struct{}
 	for _, o := range n.opens {
-		if o.breaking {
+		// An open does not wait for the break of its own lease.
+		if o.breakingNow() && (w.lease == nil || o.lease == nil || o.lease.id != w.lease.id) {
 			if n.breakDone == nil {
 				n.breakDone = make(chan struct{})
 			}
@@ -97,43 +166,75 @@ func (s *Server) breakFor(path string, overwrite bool) <-chan struct{} {
 		}
 	}
 	ft.mu.Unlock()
+	for _, o := range purge {
+		s.purge(o, "another client opened its file")
+	}
 	for _, b := range sends {
-		b.o.conn.sendBreak(b.o, b.level)
+		b.c.sendBreak(b.o, b.t, b.level)
+	}
+	for _, b := range lsends {
+		b.send()
 	}
 	return wait
 }
 
-// breakLevelII takes level II oplocks from the opens of o's file other
-// than o, because o changes the file's data. Such a break is not
-// acknowledged.
+// breakLevelII takes level II oplocks (o's own too, as Windows does) and
+// read leases of other keys than o's from the opens of o's file, because
+// o changes the file's data or locks a range of it. Such a break is not
+// waited for.
 func (ft *fileTable) breakLevelII(o *open) {
 	ft.mu.Lock()
-	var sends []*open
+	var sends []oplockBreak
+	var lsends []*leaseBreak
+	var purge []*open
 	if n := o.node; n != nil && n.levelII > 0 {
 		for _, x := range n.opens {
-			if x != o && x.oplock == oplockLevelII && !x.breaking {
+			if l := x.lease; l != nil && l != o.lease && l.state&leaseR != 0 {
+				b, p := ft.breakLease(l, 0)
+				if b != nil {
+					lsends = append(lsends, b)
+				}
+				purge = append(purge, p...)
+				continue
+			}
+			if x.oplock == oplockLevelII && !x.breaking {
 				x.oplock = oplockNone
-				sends = append(sends, x)
+				if x.conn != nil {
+					sends = append(sends, oplockBreak{x, x.conn, x.tree, oplockNone})
+				}
 			}
 		}
 		n.countLevelII()
 	}
+	srv := o.conn.srv // o writes: it is not parked
 	ft.mu.Unlock()
-	for _, x := range sends {
-		x.conn.sendBreak(x, oplockNone)
+	for _, x := range purge {
+		srv.purge(x, "another client wrote to its file")
+	}
+	for _, b := range sends {
+		b.c.sendBreak(b.o, b.t, oplockNone)
+	}
+	for _, b := range lsends {
+		b.send()
 	}
 }
 
-// countLevelII refreshes how many opens of n hold level II, so that
-// writes to a file without any pay nothing for breaks. The caller holds
-// ft.mu.
+// countLevelII refreshes how many opens of n hold level II or a read
+// lease, so that writes to a file without any pay nothing for breaks. The
+// caller holds ft.mu.
 func (n *fileNode) countLevelII() {
 	n.levelII = 0
 	for _, x := range n.opens {
-		if x.oplock == oplockLevelII {
+		if x.oplock == oplockLevelII || x.lease != nil && x.lease.state&leaseR != 0 {
 			n.levelII++
 		}
 	}
+}
+
+// breakingNow reports whether o's oplock or lease is being broken. The
+// caller holds ft.mu.
+func (o *open) breakingNow() bool {
+	return o.breaking || o.lease != nil && o.lease.breaking
 }
 
 // ackBreak ends o's break at level and wakes the opens waiting for it.
@@ -163,7 +264,7 @@ func (n *fileNode) breaksDone() {
 		return
 	}
 	for _, o := range n.opens {
-		if o.breaking {
+		if o.breakingNow() {
 			return
 		}
 	}
@@ -171,30 +272,47 @@ func (n *fileNode) breaksDone() {
 	n.breakDone = nil
 }
 
-// sendBreak tells the client of o that its oplock is broken to level.
-func (c *conn) sendBreak(o *open, level uint8) {
+// sendBreak tells the client of o, opened on t, that its oplock is
+// broken to level.
+func (c *conn) sendBreak(o *open, t *tree, level uint8) {
+	c.sendNotice(o, t, t.sess.id, t.id, func(out []byte) []byte {
+		le := binary.LittleEndian
+		out = le.AppendUint16(out, 24)
+		out = append(out, level, 0)
+		out = le.AppendUint32(out, 0)
+		return appendFileID(out, o)
+	})
+}
+
+// sendNotice sends a break notification about o, opened on t: an
+// OPLOCK_BREAK message of the server's own, with sessionID and treeID in
+// its header and the body body appends, encrypted when o was opened so.
+func (c *conn) sendNotice(o *open, t *tree, sessionID uint64, treeID uint32, body func([]byte) []byte) {
 	out := c.srv.getBuf(smallBuf)[:headroom]
 	defer func() { c.srv.putBuf(out) }()
 	hdr := len(out)
-	h := wire.Header{Command: wire.OplockBreak, Flags: wire.FlagResponse, MessageID: ^uint64(0), SessionID: o.tree.sess.id, TreeID: o.tree.id}
+	h := wire.Header{Command: wire.OplockBreak, Flags: wire.FlagResponse, MessageID: ^uint64(0), SessionID: sessionID, TreeID: treeID}
 	out = append(out, make([]byte, wire.HeaderSize)...)
 	h.Put(out[hdr:])
-	le := binary.LittleEndian
-	out = le.AppendUint16(out, 24)
-	out = append(out, level, 0)
-	out = le.AppendUint32(out, 0)
-	out = appendFileID(out, o)
+	out = body(out)
 	var enc *session
-	if s := o.tree.sess; s.sealer != nil && o.encrypted {
+	if s := t.sess; s.sealer != nil && o.encrypted {
 		enc = s
 	}
 	c.send(&out, []outMsg{{start: hdr, end: len(out)}}, enc)
 }
 
-// oplockAck answers the acknowledgment of an oplock break.
+// oplockAck answers the acknowledgment of an oplock break, or of a lease
+// break (StructureSize 36).
 func (c *conn) oplockAck(r *request) uint32 {
 	b := r.body
 	le := binary.LittleEndian
+	switch {
+	case len(b) >= 36 && le.Uint16(b) == 36:
+		return c.leaseAck(r)
+	case len(b) < 24 || le.Uint16(b) != 24:
+		return wire.StatusInvalidParameter
+	}
 	o, status := c.fileFor(r, b[8:24])
 	if status != wire.StatusSuccess {
 		return status

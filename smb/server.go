@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"plug/smb/ntlm"
@@ -61,6 +62,10 @@ type Server struct {
 	files   fileTable
 	watches watches
 	fsw     fsWatch
+	// nextPersistent numbers opens server-wide (the persistent FileId);
+	// parked holds the durable opens whose client is away.
+	nextPersistent atomic.Uint64
+	parked         parkedOpens
 }
 
 // New checks cfg and opens its directory.
@@ -88,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 		sessions: map[uint64]*session{},
 	}
 	s.files.init()
+	s.parked.m = map[uint64]*open{}
 	var id [8]byte
 	if _, err := rand.Read(s.guid[:]); err != nil {
 		return nil, err
@@ -222,6 +228,7 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.nc.Close()
 	}
+	s.purgeParked()
 	s.fsClose()
 	return nil
 }

@@ -246,7 +246,9 @@ func (c *conn) logoffRequest(r *request) uint32 {
 	return bareExchange(r, func() { c.logoff(r.sess) })
 }
 
-// logoff ends a session: its trees and their open files.
+// logoff ends a session: its trees and their open files, but for the
+// durable ones, which are parked: Windows keeps them across a LOGOFF, a
+// lost connection and a session replaced by a reconnect.
 func (c *conn) logoff(s *session) {
 	c.mu.Lock()
 	if s.state == sessionGone {
@@ -258,7 +260,7 @@ func (c *conn) logoff(s *session) {
 	trees := slices.Collect(maps.Values(s.trees))
 	c.mu.Unlock()
 	for _, t := range trees {
-		c.disconnectTree(t)
+		c.disconnectTree(t, true)
 	}
 	c.srv.unregister(s)
 }

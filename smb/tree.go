@@ -80,11 +80,13 @@ func (c *conn) treeConnect(r *request) uint32 {
 
 // treeDisconnect answers TREE_DISCONNECT.
 func (c *conn) treeDisconnect(r *request) uint32 {
-	return bareExchange(r, func() { c.disconnectTree(r.tree) })
+	return bareExchange(r, func() { c.disconnectTree(r.tree, false) })
 }
 
-// disconnectTree closes a tree connect and the files opened on it.
-func (c *conn) disconnectTree(t *tree) {
+// disconnectTree closes a tree connect and the files opened on it; with
+// keep, durable and resilient opens are parked for their client to
+// reconnect to instead (see durable.go).
+func (c *conn) disconnectTree(t *tree, keep bool) {
 	c.mu.Lock()
 	delete(t.sess.trees, t.id)
 	var opens []*open
@@ -95,6 +97,10 @@ func (c *conn) disconnectTree(t *tree) {
 	}
 	c.mu.Unlock()
 	for _, o := range opens {
-		c.closeOpen(o)
+		if keep {
+			c.park(o)
+		} else {
+			c.closeOpen(o)
+		}
 	}
 }

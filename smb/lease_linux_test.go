@@ -1,0 +1,37 @@
+//go:build linux
+
+package smb_test
+
+import "testing"
+
+// TestLeaseTorture has smbtorture take leases v1 and v2 and contend them
+// from other opens, oplocks, writes and byte-range locks, on one
+// connection and on several (other clients of the same server): each
+// subtest checks the states granted, the break notifications each holder
+// is sent (from and to which state, whether to acknowledge), that a
+// contending open waits for the acknowledgment, and the durable opens
+// with a lease kept across a cut connection.
+func TestLeaseTorture(t *testing.T) {
+	startServer(t).mustPassTorture(t,
+		"smb2.lease.nobreakself",
+		"smb2.lease.statopen",
+		"smb2.lease.upgrade",
+		"smb2.lease.upgrade3",
+		"smb2.lease.break",
+		"smb2.lease.breaking1",
+		"smb2.lease.break_twice",
+		"smb2.lease.lock1",
+		"smb2.lease.v2_epoch2",
+		"smb2.lease.unlink",
+		"smb2.durable-open.open-lease",
+		"smb2.durable-open.reopen2-lease",
+		"smb2.durable-open.reopen2-lease-v2",
+		"smb2.durable-open.lease",
+		"smb2.durable-open.lock-lease",
+		"smb2.durable-open.open2-lease",
+		"smb2.durable-open.stat-open",
+		"smb2.durable-v2-open.reopen1a-lease",
+		"smb2.durable-v2-open.reopen2-lease-v2",
+		"smb2.durable-v2-open.app-instance",
+	)
+}
