@@ -71,9 +71,16 @@ What a client gets:
   inotify and told 50 ms after inotify reports them; deleting a directory
   another client watches tells that client, and the directory goes when it
   closes it), server-side copy (FSCTL_SRV_COPYCHUNK), sparse files and
-  compounded requests work. Leases, durable handles, multichannel, alternate
-  data streams and extended attributes for clients are not offered: clients
-  work without them.
+  compounded requests work.
+- Leases (v1 and v2) on files, granted and broken by Windows' rules; a client
+  is told at once when another client's open, write or lock means its cache
+  must go. Directories are not leased: a client lists a directory again.
+- Durable handles (v1, v2) and resilient opens: a file open with a batch
+  oplock or a handle-caching lease, and the locks it holds, outlive a dropped
+  connection, and the client takes them back when it reconnects: for 60 s
+  by default, up to 5 minutes when the client asks. Persistent handles,
+  multichannel, alternate data streams and extended attributes for clients
+  are not offered: clients work without them.
 
 It logs one line per session on stderr (user name, workstation, address,
 dialect) and one per refused logon, the peer's strings quoted and escaped;
