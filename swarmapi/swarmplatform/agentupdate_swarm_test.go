@@ -137,12 +137,6 @@ func TestSwarmAgentUpdate(t *testing.T) {
 	t.Cleanup(func() { exec.Command(s.docker, "rmi", next).Run() })
 	_, hostKey := s.deployAgent(t, image, "--env=PLUG_ADMISSION=invite")
 	agent := s.name("agent")
-	t.Cleanup(func() {
-		cfgs, _ := s.c.Configs(ctx, map[string][]string{"label": {LabelService + "=" + agent}})
-		for _, c := range cfgs {
-			s.c.RemoveConfig(ctx, c.ID)
-		}
-	})
 	svc, err := s.c.Service(ctx, agent)
 	if err != nil {
 		t.Fatal(err)

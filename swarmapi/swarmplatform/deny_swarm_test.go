@@ -4,14 +4,10 @@ package swarmplatform
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	"plug/keys"
 	"plug/tunnel"
@@ -35,18 +31,7 @@ func TestDenyOnSwarm(t *testing.T) {
 	before, _ := s.rawSpec(t, webID)
 	addr, hostKey := s.deployAgent(t, image, "--env=PLUG_OPEN_SERVE=new")
 	agent := s.name("agent")
-	t.Cleanup(func() {
-		cfgs, _ := s.c.Configs(ctx, map[string][]string{"label": {LabelService + "=" + agent}})
-		for _, c := range cfgs {
-			s.c.RemoveConfig(ctx, c.ID)
-		}
-	})
-	newKey := func() ssh.Signer {
-		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		k, _ := ssh.NewSignerFromKey(priv)
-		return k
-	}
-	admin, dev := newKey(), newKey()
+	admin, dev := newSigner(), newSigner()
 	devFP := keys.Fingerprint(dev.PublicKey())
 	s.agentExec(t, agent, "/plug", "agent", "members", "admin", keys.Fingerprint(admin.PublicKey()))
 	adminCfg := tunnel.ClientConfig{Addr: addr, User: "admin", Signer: admin, HostKey: hostKey}

@@ -41,7 +41,8 @@ func agentImage(t *testing.T) string {
 // deployAgent runs plug's agent as a swarm service the way
 // deploy/plug-swarm.yml does (unprivileged, in the socket's group, on the
 // test network, on a manager, its state in a volume, 30 s to stop),
-// publishing its SSH port on this node, and returns the address
+// publishing its SSH port on this node, removes it and the member configs
+// it kept at the test's end, and returns the address
 // developers reach it at and its host key. flags are more flags of docker
 // service create, e.g. --env=NAME=VALUE or --network=NET (which the agent
 // joins too).
@@ -70,6 +71,12 @@ func (s *testSwarm) deployAgent(t *testing.T, image string, flags ...string) (st
 	if err != nil {
 		t.Fatalf("deploying the agent: %v\n%s", err, out)
 	}
+	t.Cleanup(func() { // the members and denials the agent kept
+		cfgs, _ := s.c.Configs(context.Background(), map[string][]string{"label": {LabelService + "=" + name}})
+		for _, c := range cfgs {
+			s.c.RemoveConfig(context.Background(), c.ID)
+		}
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := exec.Command(s.docker, "service", "logs", "--raw", name).CombinedOutput()

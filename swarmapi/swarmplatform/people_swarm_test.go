@@ -4,16 +4,12 @@ package swarmplatform
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	"plug/keys"
 	"plug/tunnel"
@@ -59,18 +55,7 @@ func TestDeployedAdmissionOnSwarm(t *testing.T) {
 	caller := s.caller(t)
 	addr, hostKey := s.deployAgent(t, image, "--env=PLUG_ADMISSION=invite")
 	agent := s.name("agent")
-	t.Cleanup(func() {
-		cfgs, _ := s.c.Configs(ctx, map[string][]string{"label": {LabelService + "=" + agent}})
-		for _, c := range cfgs {
-			s.c.RemoveConfig(ctx, c.ID)
-		}
-	})
-	newKey := func() ssh.Signer {
-		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		k, _ := ssh.NewSignerFromKey(priv)
-		return k
-	}
-	alice, bob := newKey(), newKey()
+	alice, bob := newSigner(), newSigner()
 	bobFP := keys.Fingerprint(bob.PublicKey())
 
 	// The first member: the operator's one command, in the agent's container.

@@ -299,13 +299,19 @@ func (s *testSwarm) removeRelays(t *testing.T, name string) {
 	})
 }
 
+// newSigner returns a new key, as a developer's plug makes one.
+func newSigner() ssh.Signer {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	k, _ := ssh.NewSignerFromKey(priv)
+	return k
+}
+
 // connectRun opens a run that serves names with the agent at addr, as a
 // new key, trying for a minute: after the agent's update, its new task
 // answers once it has started.
 func connectRun(t *testing.T, addr string, hostKey ssh.PublicKey) *tunnel.Session {
 	t.Helper()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := newSigner()
 	var sess *tunnel.Session
 	clustertest.Eventually(t, time.Minute, "a session with the agent", func() (err error) {
 		sess, err = tunnel.Connect(context.Background(), tunnel.ClientConfig{Addr: addr, User: "dev", Signer: signer, HostKey: hostKey,
