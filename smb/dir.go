@@ -123,7 +123,8 @@ func (c *conn) queryDirectory(r *request) uint32 {
 			break
 		}
 		at := wire.Align8(len(out) - data)
-		need := at + fixed + wire.UTF16Len(name)
+		shown := wireName(name)
+		need := at + fixed + wire.UTF16Len(shown)
 		if need > int(limit) {
 			s.names = append([]string{name}, s.names...)
 			if prev < 0 {
@@ -139,7 +140,7 @@ func (c *conn) queryDirectory(r *request) uint32 {
 			le.PutUint32(out[data+prev:], uint32(at-prev))
 		}
 		prev = at
-		out = appendDirEntry(out, class, name, &st, c.attrs(name, &st))
+		out = appendDirEntry(out, class, shown, &st, c.attrs(name, &st))
 		s.returned = true
 		if flags&qdSingle != 0 {
 			break
@@ -187,7 +188,7 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 				// One name: look it up instead of reading the directory.
 				s.eof = true
 				if validComponent(s.pattern) == wire.StatusSuccess {
-					if name := entryNamed(o.fd, s.pattern); name != "" {
+					if name := entryNamed(o.fd, diskName(s.pattern)); name != "" {
 						s.names = []string{name}
 					}
 				}
@@ -210,7 +211,7 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 		}
 		name := s.names[0]
 		s.names = s.names[1:]
-		if !match(s.pattern, name) {
+		if !match(s.pattern, wireName(name)) {
 			continue
 		}
 		st, err := entryStat(o.fd, name)

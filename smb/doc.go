@@ -17,7 +17,10 @@
 // refused. A link itself is what an open acts on when it asks for the
 // reparse point, asks for delete access without data access, or when the
 // link leads out or nowhere: it is listed as an empty file, gives no
-// access to data or attributes, and can be renamed and deleted. Names are checked against the characters Windows forbids.
+// access to data or attributes, and can be renamed and deleted. Names are
+// checked against the characters Windows forbids; names on disk that hold
+// them (or bytes that are not UTF-8) are shown with private use characters
+// in their place, which lead back to the same names (see name.go).
 // Files are created with the server process's uid and gid, mode 0666 and
 // directories 0777, less the process umask. Names are case-insensitive
 // and case-preserving (see fold.go: Unicode simple case folding; of names

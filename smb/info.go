@@ -4,7 +4,6 @@ package smb
 
 import (
 	"encoding/binary"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -145,7 +144,7 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 	case fileAlignmentInformation:
 		return le.AppendUint32(nil, 0), 4, wire.StatusSuccess
 	case fileNameInformation, fileNormalizedNameInformation:
-		name := strings.ReplaceAll(o.node.path, "/", `\`)
+		name := wirePath(o.node.path)
 		if class == fileNameInformation {
 			name = `\` + name
 		}
@@ -163,7 +162,7 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = le.AppendUint64(b, pos)
 		b = le.AppendUint32(b, o.options&(optWriteThrough|optSequential|optNoBuffering|optSyncAlert|optSyncNonAlert|optDeleteOnClose))
 		b = le.AppendUint32(b, 0)
-		name := `\` + strings.ReplaceAll(o.node.path, "/", `\`)
+		name := `\` + wirePath(o.node.path)
 		b = le.AppendUint32(b, uint32(wire.UTF16Len(name)))
 		return wire.AppendUTF16(b, name), 104, wire.StatusSuccess
 	case fileAlternateNameInformation:

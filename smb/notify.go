@@ -330,5 +330,5 @@ func relativeTo(dir, path string, tree bool) (string, bool) {
 	if rel == "" || !tree && strings.Contains(rel, "/") {
 		return "", false
 	}
-	return strings.ReplaceAll(rel, "/", `\`), true
+	return wirePath(rel), true
 }
