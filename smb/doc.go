@@ -30,9 +30,9 @@
 // attributes and a creation time a client sets live in the user.plug.dos
 // xattr (by default a leading dot means hidden). A security descriptor is
 // synthesised from the mode and owner; setting one is accepted and
-// changes nothing (there is no ACL storage). Oplocks are granted and
-// broken; leases, durable handles, multichannel, streams and EAs are not
-// offered.
+// changes nothing (there is no ACL storage). Named streams live in user
+// xattrs (see stream.go). Oplocks are granted and broken; leases, durable
+// handles, multichannel and EAs are not offered.
 //
 // # Limits
 //

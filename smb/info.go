@@ -72,6 +72,9 @@ func (c *conn) queryInfo(r *request) uint32 {
 	if err != nil {
 		return ntStatus(err)
 	}
+	if o.stream != "" {
+		c.streamStat(o, &st)
+	}
 	var out []byte
 	var fixed int
 	switch typ {
@@ -168,14 +171,11 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 	case fileAlternateNameInformation:
 		return nil, 0, wire.StatusObjectNameNotFound
 	case fileStreamInformation:
-		if o.isDir {
-			return nil, 0, wire.StatusSuccess
+		fst, err := fstat(o.fd) // the file's own size, not a stream's
+		if err != nil {
+			return nil, 0, ntStatus(err)
 		}
-		b = le.AppendUint32(nil, 0)
-		b = le.AppendUint32(b, 14)
-		b = le.AppendUint64(b, uint64(st.size))
-		b = le.AppendUint64(b, uint64(st.alloc))
-		return wire.AppendUTF16(b, "::$DATA"), 32, wire.StatusSuccess
+		return appendStreamInfo(nil, o.fd, &fst), 32, wire.StatusSuccess
 	case fileCompressionInformation:
 		b = le.AppendUint64(nil, uint64(st.size))
 		return append(b, make([]byte, 8)...), 16, wire.StatusSuccess
@@ -267,8 +267,12 @@ func (c *conn) fsInformation(o *open, class uint8) ([]byte, int, uint32) {
 		return le.AppendUint32(b, 0x20), 8, wire.StatusSuccess
 	case fsAttributeInformation:
 		// Case-sensitive search, case-preserved and Unicode names, sparse
-		// files.
-		b = le.AppendUint32(nil, 0x1|0x2|0x4|0x40)
+		// files, and named streams where they can be kept.
+		flags := uint32(0x1 | 0x2 | 0x4 | 0x40)
+		if c.srv.root.streams {
+			flags |= 0x40000
+		}
+		b = le.AppendUint32(nil, flags)
 		b = le.AppendUint32(b, 255)
 		b = le.AppendUint32(b, uint32(wire.UTF16Len("NTFS")))
 		return wire.AppendUTF16(b, "NTFS"), 16, wire.StatusSuccess

@@ -84,7 +84,13 @@ func (c *conn) readFile(r *request, o *open) uint32 {
 	out := append(r.out, make([]byte, 16)...)
 	out = slices.Grow(out, int(length))
 	data := out[len(out) : len(out)+int(length)]
-	n, err := fullIO(unix.Pread, o.fd, data, int64(off))
+	var n int
+	var err error
+	if o.stream != "" {
+		n, err = readStreamAt(o, data, off)
+	} else {
+		n, err = fullIO(unix.Pread, o.fd, data, int64(off))
+	}
 	if err != nil {
 		r.out = out[:at]
 		return ntStatus(err)
@@ -119,6 +125,12 @@ func (c *conn) writeFile(r *request, o *open) uint32 {
 	}
 	if o.access&(accWriteData|accAppendData) == 0 {
 		return wire.StatusAccessDenied
+	}
+	if o.stream != "" {
+		if status := c.writeStreamAt(o, data, off); status != wire.StatusSuccess {
+			return status
+		}
+		return c.appendWriteResponse(r, len(data))
 	}
 	if off == ^uint64(0) && o.access&accWriteData == 0 {
 		// Appending: at the end.

@@ -13,21 +13,27 @@ import (
 const maxPath = 4096
 
 // parseName turns the UTF-16 name of a CREATE (relative to the share,
-// components separated by '\') into a path beneath the root. It refuses
+// components separated by '\', a stream after a ':') into a path beneath
+// the root and the name of a stream of it (see splitStream). It refuses
 // what Windows refuses in a name, "." and ".." components (nothing leads
-// up), a leading '\' and names of streams other than the file's data.
-func parseName(raw []byte) (string, uint32) {
+// up) and a leading '\'.
+func parseName(raw []byte) (path, stream string, data bool, status uint32) {
 	name, err := wire.DecodeUTF16(raw)
 	if err != nil {
-		return "", wire.StatusObjectNameInvalid
+		return "", "", false, wire.StatusObjectNameInvalid
 	}
 	if name == "" {
-		return "", wire.StatusSuccess
+		return "", "", false, wire.StatusSuccess
 	}
 	if name[0] == '\\' || name[0] == '/' {
-		return "", wire.StatusInvalidParameter
+		return "", "", false, wire.StatusInvalidParameter
 	}
-	return cleanPath(name)
+	name, stream, data, status = splitStream(name)
+	if status != wire.StatusSuccess {
+		return "", "", false, status
+	}
+	path, status = cleanPath(name)
+	return path, stream, data, status
 }
 
 // cleanPath checks a path relative to the share root, its components

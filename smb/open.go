@@ -67,8 +67,12 @@ func mapGeneric(a uint32) uint32 {
 	return a &^ (genericRead | genericWrite | genericExecute | genericAll)
 }
 
-// fileKey names a file across its names and opens.
-type fileKey struct{ dev, ino uint64 }
+// fileKey names a file across its names and opens; with stream, one of
+// its named streams (lower case).
+type fileKey struct {
+	dev, ino uint64
+	stream   string
+}
 
 // fileNode is a file with opens, shared by every connection: where the
 // share modes, the pending delete and the byte-range locks of a file live.
@@ -85,6 +89,8 @@ type fileNode struct {
 	// counts the opens holding level II oplocks.
 	breakDone chan struct{}
 	levelII   int
+	// streamMu serializes changes to a named stream's data.
+	streamMu sync.Mutex
 }
 
 // fileTable is the server's files with opens.
@@ -103,6 +109,7 @@ type open struct {
 	node    *fileNode
 	fd      int
 	isDir   bool
+	stream  string // a named stream's name, "" for the file's data
 	access  uint32
 	share   uint32
 	options uint32
@@ -258,6 +265,10 @@ type createReq struct {
 	createFixed
 	name     []byte
 	contexts []createContext
+	// From the name (createPath): the named stream, and whether the
+	// name said "::$DATA".
+	stream     string
+	dataStream bool
 }
 
 // createFixed is the fixed part of a CREATE request (MS-SMB2 2.2.13), in
@@ -379,6 +390,9 @@ func (c *conn) create(r *request) uint32 {
 	if q.context("ExtA") != nil {
 		return wire.StatusEASNotSupported
 	}
+	if q.stream != "" {
+		return c.createStream(r, &q, path)
+	}
 	c.mu.Lock()
 	n := len(c.opens)
 	c.mu.Unlock()
@@ -401,10 +415,11 @@ func (c *conn) create(r *request) uint32 {
 // createPath is the path q names beneath the root, each component
 // spelled as the entry on disk it names (see fold).
 func (c *conn) createPath(q *createReq) (string, uint32) {
-	path, status := parseName(q.name)
+	path, stream, data, status := parseName(q.name)
 	if status != wire.StatusSuccess {
 		return "", status
 	}
+	q.stream, q.dataStream = stream, data
 	return c.srv.root.fold(path), wire.StatusSuccess
 }
 
@@ -561,7 +576,10 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 		action = actionSuperseded
 	}
 	if st.isDir() {
-		if q.Options&optNonDirectory != 0 {
+		if q.dataStream && q.Options&optDirectory != 0 {
+			return nil, 0, wire.StatusNotADirectory
+		}
+		if q.Options&optNonDirectory != 0 || q.dataStream {
 			return nil, 0, wire.StatusFileIsADirectory
 		}
 		if action != actionOpened {
@@ -618,6 +636,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 			c.release(o)
 			return nil, 0, ntStatus(err)
 		}
+		dropStreams(o.fd)
 		preallocate(o, q)
 		c.srv.notifyChange(path, notifyModified, false)
 	}
@@ -957,7 +976,10 @@ func (c *conn) release(o *open) {
 	if n != nil {
 		ft.wake(n)
 	}
-	if del {
+	switch {
+	case del && n.key.stream != "":
+		c.srv.root.removeStream(path, n.key)
+	case del:
 		c.srv.root.remove(path, n.key, n.isDir)
 		c.srv.notifyChange(path, notifyRemoved, n.isDir)
 	}

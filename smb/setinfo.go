@@ -89,6 +89,12 @@ func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 
 		if size > 1<<62 {
 			return wire.StatusInvalidParameter
 		}
+		if o.stream != "" {
+			if class == fileAllocationInformation {
+				return wire.StatusSuccess
+			}
+			return c.setStreamSize(o, size)
+		}
 		if class == fileAllocationInformation {
 			// Only shrinking below the end of file changes anything.
 			st, err := fstat(o.fd)
@@ -244,6 +250,9 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	name, err := wire.DecodeUTF16(raw)
 	if err != nil || name == "" {
 		return wire.StatusObjectNameInvalid
+	}
+	if o.stream != "" || name[0] == ':' {
+		return c.renameStream(o, name, replace)
 	}
 	if name[0] == '\\' {
 		name = name[1:]
