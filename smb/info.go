@@ -147,7 +147,10 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 	case fileAlignmentInformation:
 		return le.AppendUint32(nil, 0), 4, wire.StatusSuccess
 	case fileNameInformation, fileNormalizedNameInformation:
-		name := wirePath(o.node.path)
+		if class == fileNormalizedNameInformation && c.dialect < wire.Dialect311 {
+			return nil, 0, wire.StatusNotSupported // as Windows: 3.1.1 only
+		}
+		name := wirePath(o.node.path) + streamSuffix(o)
 		if class == fileNameInformation {
 			name = `\` + name
 		}
@@ -165,7 +168,7 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = le.AppendUint64(b, pos)
 		b = le.AppendUint32(b, o.options&(optWriteThrough|optSequential|optNoBuffering|optSyncAlert|optSyncNonAlert|optDeleteOnClose))
 		b = le.AppendUint32(b, 0)
-		name := `\` + wirePath(o.node.path)
+		name := `\` + wirePath(o.node.path) + streamSuffix(o)
 		b = le.AppendUint32(b, uint32(wire.UTF16Len(name)))
 		return wire.AppendUTF16(b, name), 104, wire.StatusSuccess
 	case fileAlternateNameInformation:

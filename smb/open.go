@@ -650,6 +650,9 @@ const linkDenied = accReadData | accWriteData | accAppendData | accExecute
 // createNew creates path as a file or, with optDirectory, a directory.
 func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat, uint32) {
 	root := c.srv.root
+	if q.Options&optDeleteOnClose != 0 && q.Attrs&attrReadonly != 0 && q.Options&optDirectory == 0 {
+		return nil, fileStat{}, wire.StatusCannotDelete // as an existing read-only file
+	}
 	access, _ := grant(q.Access, fileAllAccess)
 	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted}
 	o.deleteOnClose = q.Options&optDeleteOnClose != 0

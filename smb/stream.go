@@ -270,6 +270,15 @@ func (c *conn) setStreamSize(o *open, size uint64) uint32 {
 	return ntStatus0(writeStream(o.fd, o.stream, data))
 }
 
+// streamSuffix is what follows the file's name in the name of the open o:
+// ":" and its stream's name, or nothing.
+func streamSuffix(o *open) string {
+	if o.stream == "" {
+		return ""
+	}
+	return ":" + o.stream
+}
+
 // ntStatus0 is ntStatus that maps no error to success.
 func ntStatus0(err error) uint32 {
 	if err == nil {
