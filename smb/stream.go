@@ -270,6 +270,29 @@ func (c *conn) setStreamSize(o *open, size uint64) uint32 {
 	return ntStatus0(writeStream(o.fd, o.stream, data))
 }
 
+// copyStream copies n bytes at soff of src to doff of dst, either of them
+// a named stream (whose data is at most maxStream bytes).
+func (c *conn) copyStream(src *open, soff int64, dst *open, doff int64, n int) uint32 {
+	if n > maxStream {
+		return wire.StatusDiskFull
+	}
+	buf := make([]byte, n)
+	var err error
+	if src.stream != "" {
+		_, err = readStreamAt(src, buf, uint64(soff))
+	} else {
+		_, err = fullIO(unix.Pread, src.fd, buf, soff)
+	}
+	if err != nil {
+		return ntStatus(err)
+	}
+	if dst.stream != "" {
+		return c.writeStreamAt(dst, buf, uint64(doff))
+	}
+	_, err = fullIO(unix.Pwrite, dst.fd, buf, doff)
+	return ntStatus0(err)
+}
+
 // streamSuffix is what follows the file's name in the name of the open o:
 // ":" and its stream's name, or nothing.
 func streamSuffix(o *open) string {
