@@ -37,7 +37,8 @@ func parseName(raw []byte) (path, stream string, data bool, status uint32) {
 }
 
 // cleanPath checks a path relative to the share root, its components
-// separated by '\' (or '/', as Samba also takes).
+// separated by '\' (or '/', as Samba also takes); a ".." takes away the
+// name before it, and one with none before it is refused.
 func cleanPath(name string) (string, uint32) {
 	if len(name) > maxPath {
 		return "", wire.StatusObjectNameInvalid
@@ -50,12 +51,18 @@ func cleanPath(name string) (string, uint32) {
 		name = name[:i]
 	}
 	name = strings.TrimSuffix(strings.ReplaceAll(name, "/", `\`), `\`)
-	parts := strings.Split(name, `\`)
-	for i, p := range parts {
+	var parts []string
+	for _, p := range strings.Split(name, `\`) {
+		if p == ".." && len(parts) > 0 {
+			// As Windows does: the name before it is taken away, so the
+			// path never leads above the share.
+			parts = parts[:len(parts)-1]
+			continue
+		}
 		if st := validComponent(p); st != wire.StatusSuccess {
 			return "", st
 		}
-		parts[i] = diskName(p)
+		parts = append(parts, diskName(p))
 	}
 	return strings.Join(parts, "/"), wire.StatusSuccess
 }
