@@ -200,13 +200,18 @@ func TestDeleteWatchedDir(t *testing.T) {
 
 // TestNotifyTorture runs smbtorture's notify subtests that a server
 // without delete-pending semantics for watched directories, or without
-// the attribute change Windows tells for a renamed file, hangs in.
+// the attribute change Windows tells for a renamed file, hangs in; and
+// those that check that a watch seeing names is not told that attribute
+// change too (rec), that the first request's buffer size holds for the
+// watch (valid-req), and that a path with ".." inside the share can be
+// watched (tree).
 func TestNotifyTorture(t *testing.T) {
 	s := startServer(t)
 	bin := need(t, "smbtorture")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tests := []string{"smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4"}
+	tests := []string{"smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4",
+		"smb2.notify.rec", "smb2.notify.valid-req", "smb2.notify.tree"}
 	args := append([]string{"//127.0.0.1/" + testShare, "-p", s.port, "-U", testUser + "%" + testPass, "--fullname", "--format=subunit"}, tests...)
 	out, _ := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	for _, name := range tests {

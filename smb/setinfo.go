@@ -363,7 +363,7 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	}
 	if !o.isDir {
 		// As on Windows, where a renamed file gets the archive attribute.
-		c.srv.notifyFiltered(target, notifyModified, false, filterAttributes)
+		c.srv.notifyFiltered(target, notifyModified, false, filterAttributes|notNamed)
 	}
 	return wire.StatusSuccess
 }
