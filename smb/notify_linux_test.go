@@ -206,12 +206,17 @@ func TestDeleteWatchedDir(t *testing.T) {
 // watch (valid-req), and that a path with ".." inside the share can be
 // watched (tree).
 func TestNotifyTorture(t *testing.T) {
-	s := startServer(t)
+	startServer(t).mustTorture(t, "smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4",
+		"smb2.notify.rec", "smb2.notify.valid-req", "smb2.notify.tree")
+}
+
+// mustTorture runs smbtorture's subtests against s and fails the test
+// for each that does not pass within three minutes.
+func (s *server) mustTorture(t *testing.T, tests ...string) {
+	t.Helper()
 	bin := need(t, "smbtorture")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tests := []string{"smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4",
-		"smb2.notify.rec", "smb2.notify.valid-req", "smb2.notify.tree"}
 	args := append([]string{"//127.0.0.1/" + testShare, "-p", s.port, "-U", testUser + "%" + testPass, "--fullname", "--format=subunit"}, tests...)
 	out, _ := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	for _, name := range tests {

@@ -49,3 +49,13 @@ print(repr(raw.decode('utf-16-le', 'replace')))
 		t.Errorf("a stream type other than $DATA was taken:\n%s", out)
 	}
 }
+
+// TestStreamsTorture runs smbtorture's streams subtests and the others
+// that need named streams.
+func TestStreamsTorture(t *testing.T) {
+	startServer(t).mustTorture(t, "smb2.streams.dir", "smb2.streams.io", "smb2.streams.sharemodes", "smb2.streams.names",
+		"smb2.streams.names2", "smb2.streams.names3", "smb2.streams.rename", "smb2.streams.rename2",
+		"smb2.streams.create-disposition", "smb2.streams.attributes1", "smb2.streams.attributes2",
+		"smb2.streams.zero-byte", "smb2.streams.basefile-rename-with-open-stream",
+		"smb2.getinfo.normalized", "smb2.ioctl.copy-chunk streams", "smb2.compound.compound-padding")
+}
