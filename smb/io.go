@@ -156,7 +156,9 @@ func (c *conn) writeFile(r *request, o *open) uint32 {
 		return wire.StatusFileLockConflict
 	}
 	c.srv.files.breakLevelII(o)
+	c.beforeWrite(o)
 	n, err := fullIO(unix.Pwrite, o.fd, data, int64(off))
+	o.afterWrite()
 	if err != nil {
 		return ntStatus(err)
 	}
@@ -224,6 +226,7 @@ func (c *conn) flush(r *request) uint32 {
 	o.io.Lock()
 	err := unix.Fsync(o.fd)
 	o.io.Unlock()
+	c.moveWriteTime(o)
 	if err != nil && err != unix.EBADF && err != unix.EINVAL {
 		return ntStatus(err)
 	}

@@ -135,6 +135,7 @@ type open struct {
 	scan     *dirScan
 	position uint64
 	notify   *notifyWatch
+	wt       writeTime
 }
 
 // conflicts reports whether an open with access a and share s may not
@@ -888,6 +889,8 @@ func (c *conn) closeRequest(r *request) uint32 {
 	var st fileStat
 	var attrs uint32
 	if flags&1 != 0 {
+		o.closeWriteTime() // what the response tells
+
 		if s, err := fstat(o.fd); err == nil {
 			st, attrs = s, c.attrs(o.node.path, &s)
 		}
@@ -928,6 +931,7 @@ func (c *conn) closeOpen(o *open) bool {
 	if w != nil {
 		w.cleanup()
 	}
+	o.closeWriteTime()
 	o.io.Lock()
 	o.closed = true
 	o.io.Unlock()

@@ -112,6 +112,8 @@ func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 
 		if err != nil {
 			return ntStatus(err)
 		}
+		c.moveWriteTime(o)
+		o.afterWrite()
 		c.srv.notifyFiltered(o.node.path, notifyModified, false, filterSize)
 		return wire.StatusSuccess
 	case fileFullEaInformation:
@@ -135,6 +137,9 @@ func (c *conn) setBasic(o *open, buf []byte) uint32 {
 		return wire.StatusInvalidParameter
 	}
 	given := func(ft uint64) bool { return ft != 0 && ft != ^uint64(0) && ft != ^uint64(1) }
+	if !o.isDir {
+		c.moveWriteTime(o) // any set, as on Windows, moves a pending one
+	}
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 	if given(atime) {
 		sec, nsec := wire.FiletimeUnix(atime)
@@ -149,6 +154,9 @@ func (c *conn) setBasic(o *open, buf []byte) uint32 {
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
 			return ntStatus(err)
 		}
+	}
+	if !o.isDir {
+		o.stickWriteTime(mtime)
 	}
 	st, err := fstat(o.fd)
 	if err != nil {
