@@ -80,6 +80,7 @@ CONF
 }
 
 servers_down() {
+	[ -n "${PLUG_PID:-}" ] || return 0
 	kill "$PLUG_PID" "$SAMBA_PID" 2>/dev/null || true
 	wait "$PLUG_PID" "$SAMBA_PID" 2>/dev/null || true
 }

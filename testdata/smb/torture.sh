@@ -14,7 +14,8 @@
 # capped by `timeout` (TORTURE_TIMEOUT seconds, 600); a run the cap cuts
 # is marked "cut" in the table. The session suite is counted without its
 # bind* subtests, which need multichannel. Raw output: TORTURE_OUT
-# (default testdata/smb/out, which git ignores).
+# (default testdata/smb/out, which git ignores); TORTURE_REPORT_ONLY=1
+# writes the table again from it without running anything.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -23,10 +24,10 @@ need smbtorture timeout
 SUITES=${*:-"smb2.connect smb2.read smb2.rw smb2.lock smb2.credits smb2.tcon smb2.mkdir smb2.timestamps smb2.session smb2.ioctl smb2.compound smb2.dir smb2.getinfo smb2.setinfo smb2.create smb2.rename smb2.oplock smb2.lease smb2.durable-open smb2.durable-v2-open smb2.notify smb2.streams smb2.delete-on-close-perms"}
 # Subtests left out of the count: multichannel is not offered.
 EXCLUDE='^smb2\.session\.bind'
+tab=$(printf '\t')
 
 work=$(mktemp -d /tmp/plug-torture.XXXXXX)
 trap 'servers_down; rm -rf "$work"' EXIT
-servers_up "$work"
 out=${TORTURE_OUT:-$here/out}
 mkdir -p "$out"
 
@@ -42,31 +43,37 @@ run() {
 	fi
 }
 
-for s in $SUITES; do
-	echo "torture: $s" >&2
-	run plug "$PLUG_PORT" "$s" &
-	a=$!
-	run samba "$SAMBA_PORT" "$s" &
-	b=$!
-	wait "$a" "$b"
-done
+# With TORTURE_REPORT_ONLY set, the table is made again from the output
+# of an earlier run.
+if [ -z "${TORTURE_REPORT_ONLY:-}" ]; then
+	servers_up "$work"
+	for s in $SUITES; do
+		echo "torture: $s" >&2
+		run plug "$PLUG_PORT" "$s" &
+		a=$!
+		run samba "$SAMBA_PORT" "$s" &
+		b=$!
+		wait "$a" "$b"
+	done
+fi
 
-# results FILE prints "NAME RESULT" per subtest: success, failure, error,
-# skip (xfail counts as failure); a run cut short by the timeout leaves the
-# test it was in as "error".
+# results FILE prints "NAME<TAB>RESULT" per subtest (names may hold
+# spaces): success, failure, error, skip (xfail counts as failure); a run
+# cut short by the timeout leaves the test it was in as "error".
 results() {
 	awk '
-		/^test: / { cur = $2; open[cur] = 1 }
+		function name(s) { sub(/^[a-z]+: /, "", s); sub(/ \[$/, "", s); return s }
+		/^test: / { open[name($0)] = 1 }
 		/^(success|successful|failure|error|skip|xfail|uxsuccess): / {
-			r = $1; sub(":", "", r); n = $2
+			r = $1; sub(":", "", r); n = name($0)
 			if (r == "successful") r = "success"
 			if (r == "xfail") r = "failure"
 			if (r == "uxsuccess") r = "success"
 			res[n] = r; delete open[n]
 		}
 		END {
-			for (n in res) print n, res[n]
-			for (n in open) print n, "error"
+			for (n in res) print n "\t" res[n]
+			for (n in open) print n "\terror"
 		}' "$1" | grep -Ev "$EXCLUDE" | sort
 }
 
@@ -75,14 +82,15 @@ results() {
 # the run.
 count() {
 	results "$out/$1-$2.subunit" >"$work/c"
-	p=$(grep -c ' success$' "$work/c" || true)
-	f=$(grep -Ec ' (failure|error)$' "$work/c" || true)
+	p=$(grep -c "$tab"'success$' "$work/c" || true)
+	f=$(grep -Ec "$tab"'(failure|error)$' "$work/c" || true)
 	c=
 	if [ -f "$out/$1-$2.cut" ]; then c=-cut; fi
 	echo "$p$c $f$c"
 }
 
-# why SUBTEST prints the reason it fails on plug.
+# why SUBTEST SUITE prints the reason it fails on plug: known-failures.txt's,
+# else smbtorture's message (of a failure, or of the skip it was).
 why() {
 	k=$(awk -v t="$1" -F '\t' '!/^#/ && $1 == t { print $2; exit }' "$here/known-failures.txt" 2>/dev/null || true)
 	if [ -n "$k" ]; then
@@ -90,7 +98,10 @@ why() {
 		return
 	fi
 	awk -v t="$1" '
-		$0 ~ "^(failure|error): " t " \\[" { on = 1; next }
+		index($0, "failure: " t " [") == 1 || index($0, "error: " t " [") == 1 || index($0, "skip: " t " [") == 1 {
+			if ($1 == "skip:") printf "skipped: "
+			on = 1; next
+		}
 		on && /^\]/ { exit }
 		on { sub(/^[.\/]*source4\/torture\//, ""); print; n++; if (n == 2) exit }
 	' "$out/plug-$2.subunit" | tr '\n' ' ' | tr '|' '/' | cut -c1-200
@@ -105,8 +116,8 @@ why() {
 	echo "\`vfs objects = acl_xattr streams_xattr\`. Each suite ran against both servers at once,"
 	echo "each run capped by \`timeout\` (${TORTURE_TIMEOUT:-600} s; \"cut\" marks a run the cap ended)."
 	echo "A subtest counts as passed when smbtorture reports it a success, as failed on a failure"
-	echo "or error; the rest of the subtests were skipped. smb2.session is counted without its"
-	echo "bind* subtests (multichannel)."
+	echo "or error; the rest of the suite's subtests (as \`smbtorture --list\` names them) were"
+	echo "skipped or not reached. smb2.session is counted without its bind* subtests (multichannel)."
 	echo
 	echo "| suite | plug passed | plug failed | Samba passed | Samba failed | subtests |"
 	echo "|---|---:|---:|---:|---:|---:|"
@@ -114,7 +125,10 @@ why() {
 	for s in $SUITES; do
 		results "$out/plug-$s.subunit" >"$work/p"
 		results "$out/samba-$s.subunit" >"$work/s"
-		n=$(sort -u -k1,1 "$work/p" "$work/s" | wc -l)
+		# The suite's subtests as smbtorture lists them (a run cut short
+		# leaves some out of its output), else those either run reported.
+		n=$(smbtorture //127.0.0.1/share --list "$s" 2>/dev/null | grep "^$s\." | grep -Evc "$EXCLUDE" || true)
+		[ "$n" -gt 0 ] || n=$(cut -f1 "$work/p" "$work/s" | sort -u | wc -l)
 		set -- $(count samba "$s")
 		sp=$1 sf=$2
 		set -- $(count plug "$s")
@@ -131,8 +145,8 @@ why() {
 	for s in $SUITES; do
 		results "$out/plug-$s.subunit" >"$work/p"
 		results "$out/samba-$s.subunit" >"$work/s"
-		grep ' success$' "$work/s" | cut -d' ' -f1 | while read -r t; do
-			grep -qx "$t success" "$work/p" && continue
+		grep "$tab"'success$' "$work/s" | cut -f1 | while IFS= read -r t; do
+			grep -qxF "$t${tab}success" "$work/p" && continue
 			echo "| $t | $(why "$t" "$s") |"
 		done
 	done
