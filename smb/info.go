@@ -137,7 +137,7 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 	case fileInternalInformation:
 		return le.AppendUint64(nil, st.ino), 8, wire.StatusSuccess
 	case fileEaInformation:
-		return le.AppendUint32(nil, 0), 4, wire.StatusSuccess
+		return le.AppendUint32(nil, eaSize(easOf(o.fd))), 4, wire.StatusSuccess
 	case fileAccessInformation:
 		return le.AppendUint32(nil, o.access), 4, wire.StatusSuccess
 	case filePositionInformation:
@@ -163,7 +163,7 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = appendBasic(nil, st, attrs)
 		b = c.appendStandard(b, o, st)
 		b = le.AppendUint64(b, st.ino)
-		b = le.AppendUint32(b, 0)
+		b = le.AppendUint32(b, eaSize(easOf(o.fd)))
 		b = le.AppendUint32(b, o.access)
 		b = le.AppendUint64(b, pos)
 		b = le.AppendUint32(b, o.options&(optWriteThrough|optSequential|optNoBuffering|optSyncAlert|optSyncNonAlert|optDeleteOnClose))
@@ -172,7 +172,13 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = le.AppendUint32(b, uint32(wire.UTF16Len(name)))
 		return wire.AppendUTF16(b, name), 104, wire.StatusSuccess
 	case fileAlternateNameInformation:
-		return nil, 0, wire.StatusObjectNameNotFound
+		_, base := splitPath(o.node.path)
+		short := shortName(base)
+		if base == "" {
+			return nil, 0, wire.StatusObjectNameNotFound // the share's root
+		}
+		b = le.AppendUint32(nil, uint32(wire.UTF16Len(short)))
+		return wire.AppendUTF16(b, short), 8, wire.StatusSuccess // as Windows: no less than 8
 	case fileStreamInformation:
 		fst, err := fstat(o.fd) // the file's own size, not a stream's
 		if err != nil {
@@ -201,7 +207,14 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = le.AppendUint64(b, st.ino)
 		return le.AppendUint64(b, 0), 24, wire.StatusSuccess
 	case fileFullEaInformation:
-		return nil, 0, wire.StatusNoEASOnFile
+		if o.access&accReadEA == 0 {
+			return nil, 0, wire.StatusAccessDenied
+		}
+		eas := easOf(o.fd)
+		if len(eas) == 0 {
+			return nil, 0, wire.StatusNoEASOnFile
+		}
+		return appendEAs(nil, eas), 0, wire.StatusSuccess
 	}
 	return nil, 0, wire.StatusInvalidInfoClass
 }

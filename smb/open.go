@@ -388,8 +388,13 @@ func (c *conn) create(r *request) uint32 {
 			return wire.StatusObjectNameNotFound
 		}
 	}
-	if q.context("ExtA") != nil {
-		return wire.StatusEASNotSupported
+	if x := q.context("ExtA"); x != nil {
+		if !c.srv.root.streams {
+			return wire.StatusEASNotSupported
+		}
+		if _, status := parseEAs(x.data); status != wire.StatusSuccess {
+			return status
+		}
 	}
 	if q.stream != "" {
 		return c.createStream(r, &q, path)
@@ -429,6 +434,10 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 	o, st, action, status := c.openPath(r, q, path)
 	if status != wire.StatusSuccess {
 		return status
+	}
+	if x := q.context("ExtA"); x != nil && action != actionOpened {
+		eas, _ := parseEAs(x.data) // checked by create
+		setEAs(o.fd, eas)
 	}
 	c.appendCreateResponse(r, q, o, &st, action)
 	r.chain.file = o

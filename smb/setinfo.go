@@ -117,7 +117,17 @@ func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 
 		c.srv.notifyFiltered(o.node.path, notifyModified, false, filterSize)
 		return wire.StatusSuccess
 	case fileFullEaInformation:
-		return wire.StatusEASNotSupported
+		if o.access&accWriteEA == 0 {
+			return wire.StatusAccessDenied
+		}
+		if !c.srv.root.streams {
+			return wire.StatusEASNotSupported
+		}
+		eas, status := parseEAs(buf)
+		if status != wire.StatusSuccess {
+			return status
+		}
+		return setEAs(o.fd, eas)
 	}
 	return wire.StatusInvalidInfoClass
 }

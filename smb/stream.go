@@ -44,9 +44,8 @@ func splitStream(name string) (base, stream string, data bool, status uint32) {
 	return base, stream, stream == "", wire.StatusSuccess
 }
 
-// streamsOf is the names of the streams of the file fd (as the xattrs
-// spell them, without streamXattr).
-func streamsOf(fd int) []string {
+// xattrNames is the names of the xattrs of the file fd.
+func xattrNames(fd int) []string {
 	p := procPath(fd)
 	size, err := unix.Listxattr(p, nil)
 	if err != nil || size == 0 {
@@ -56,8 +55,14 @@ func streamsOf(fd int) []string {
 	if size, err = unix.Listxattr(p, buf); err != nil {
 		return nil
 	}
+	return strings.Split(strings.TrimSuffix(string(buf[:size]), "\x00"), "\x00")
+}
+
+// streamsOf is the names of the streams of the file fd (as the xattrs
+// spell them, without streamXattr).
+func streamsOf(fd int) []string {
 	var names []string
-	for _, n := range strings.Split(string(buf[:size]), "\x00") {
+	for _, n := range xattrNames(fd) {
 		if s, ok := strings.CutPrefix(n, streamXattr); ok && s != "" {
 			names = append(names, s)
 		}
