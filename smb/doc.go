@@ -31,11 +31,12 @@
 // xattr (by default a leading dot means hidden). A security descriptor is
 // synthesised from the mode and owner; setting one is accepted and
 // changes nothing (there is no ACL storage). Named streams live in user
-// xattrs (see stream.go), extended attributes too (ea.go); every name has
-// an 8.3 short name that opens it (shortname.go). The last write time moves as on Windows (see
-// writetime.go): late after an open's first write, at its close, and not
-// at all through an open the client set it on. Oplocks are granted and broken; leases, durable
-// handles and multichannel are not offered.
+// xattrs (see stream.go), extended attributes too (ea.go); every name
+// has an 8.3 short name that opens it (shortname.go). The last write time
+// moves as on Windows (see writetime.go): late after an open's first
+// write, at its close, and not at all through an open the client set it
+// on. Oplocks are granted and broken; leases, durable handles and
+// multichannel are not offered.
 //
 // # Limits
 //
