@@ -41,7 +41,7 @@ func parseEAs(b []byte) ([]ea, uint32) {
 			return nil, wire.StatusInvalidParameter
 		}
 		name := string(b[8 : 8+nameLen])
-		if name == "" || strings.ContainsAny(name, "\x00/\\:*?\"<>|,;=+[] ") || strings.IndexFunc(name, func(r rune) bool { return r >= 0x80 || r < 0x20 }) >= 0 {
+		if name == "" || len(name) > maxXattrName-len(eaXattr) || strings.ContainsAny(name, "\x00/\\:*?\"<>|,;=+[] ") || strings.IndexFunc(name, func(r rune) bool { return r >= 0x80 || r < 0x20 }) >= 0 {
 			return nil, wire.StatusInvalidParameter
 		}
 		eas = append(eas, ea{strings.ToUpper(name), append([]byte(nil), b[9+nameLen:end]...)})

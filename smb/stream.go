@@ -22,14 +22,16 @@ import (
 // named streams. Streams go with their file (rename, delete) and are
 // dropped when the file is overwritten or superseded.
 const (
-	streamXattr = "user.plug.stream."
-	maxStream   = 64 << 10
+	streamXattr  = "user.plug.stream."
+	maxStream    = 64 << 10
+	maxXattrName = 255 // XATTR_NAME_MAX
 )
 
 // splitStream splits the stream part off a path a client names: base is
 // the file's path, stream the stream's name ("" for the file's data) and
 // data whether the name said "::$DATA" explicitly. A stream name may not
-// hold '/', '\' or ':', and its type can only be $DATA.
+// hold '/', '\', ':' or NUL, nor be longer than an xattr name leaves room
+// for, and its type can only be $DATA.
 func splitStream(name string) (base, stream string, data bool, status uint32) {
 	i := strings.IndexByte(name, ':')
 	if i < 0 {
@@ -38,7 +40,7 @@ func splitStream(name string) (base, stream string, data bool, status uint32) {
 	base, rest := name[:i], name[i+1:]
 	stream, typ, typed := strings.Cut(rest, ":")
 	if typed && !strings.EqualFold(typ, "$DATA") || !typed && stream == "" ||
-		strings.ContainsAny(stream, `/\:`) || len(stream) > 255 {
+		strings.ContainsAny(stream, "/\\:\x00") || len(stream) > maxXattrName-len(streamXattr) {
 		return "", "", false, wire.StatusObjectNameInvalid
 	}
 	return base, stream, stream == "", wire.StatusSuccess

@@ -45,8 +45,10 @@ print(repr(raw.decode('utf-16-le', 'replace')))
 	if out, _ := s.smbclient(t, local, `get "f.txt:Zone.Identifier" gone`); !strings.Contains(out, "NT_STATUS_OBJECT_NAME_NOT_FOUND") {
 		t.Errorf("the stream outlived an overwrite of its file:\n%s", out)
 	}
-	if out, _ := s.smbclient(t, local, `put data "f.txt:bad:$FOO"`); !strings.Contains(out, "NT_STATUS_OBJECT_NAME_INVALID") {
-		t.Errorf("a stream type other than $DATA was taken:\n%s", out)
+	for _, bad := range []string{"f.txt:bad:$FOO", "f.txt:" + strings.Repeat("s", 239)} {
+		if out, _ := s.smbclient(t, local, `put data "`+bad+`"`); !strings.Contains(out, "NT_STATUS_OBJECT_NAME_INVALID") {
+			t.Errorf("the stream %.20q... was taken:\n%s", bad, out)
+		}
 	}
 }
 
