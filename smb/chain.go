@@ -20,6 +20,7 @@ type chainState struct {
 	status         uint32 // the previous request's
 	first          bool
 	last           bool // the request at hand ends the chain
+	compound       bool // the chain has more than one request
 }
 
 // outMsg is one response of a chain, to be signed once the chain is laid out.
@@ -79,6 +80,7 @@ func (c *conn) chain(frame []byte, enc *session) error {
 		r := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], encrypted: enc != nil, chain: &st}
 		st.prevFile, st.file = st.file, nil
 		st.last = h.NextCommand == 0
+		st.compound = st.compound || !st.last
 		// Pad the previous response of the chain to 8 bytes.
 		if len(msgs) > 0 {
 			prev := &msgs[len(msgs)-1]
@@ -103,6 +105,15 @@ func (c *conn) chain(frame []byte, enc *session) error {
 	}
 	if len(msgs) == 0 {
 		return nil
+	}
+	// The last response of a compound is padded to 8 bytes too, as
+	// Windows pads it (a READ's data then ends on the boundary).
+	if !st.first && st.compound {
+		last := &msgs[len(msgs)-1]
+		for (len(out)-headroom)%8 != 0 {
+			out = append(out, 0)
+		}
+		last.end = len(out)
 	}
 	return c.send(&out, msgs, enc)
 }

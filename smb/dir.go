@@ -123,7 +123,8 @@ func (c *conn) queryDirectory(r *request) uint32 {
 			break
 		}
 		at := wire.Align8(len(out) - data)
-		need := at + fixed + wire.UTF16Len(name)
+		shown := wireName(name)
+		need := at + fixed + wire.UTF16Len(shown)
 		if need > int(limit) {
 			s.names = append([]string{name}, s.names...)
 			if prev < 0 {
@@ -139,7 +140,7 @@ func (c *conn) queryDirectory(r *request) uint32 {
 			le.PutUint32(out[data+prev:], uint32(at-prev))
 		}
 		prev = at
-		out = appendDirEntry(out, class, name, &st, c.attrs(name, &st))
+		out = appendDirEntry(out, class, shown, shortName(name), &st, c.attrs(name, &st))
 		s.returned = true
 		if flags&qdSingle != 0 {
 			break
@@ -187,7 +188,7 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 				// One name: look it up instead of reading the directory.
 				s.eof = true
 				if validComponent(s.pattern) == wire.StatusSuccess {
-					if name := entryNamed(o.fd, s.pattern); name != "" {
+					if name := entryNamed(o.fd, diskName(s.pattern)); name != "" {
 						s.names = []string{name}
 					}
 				}
@@ -210,7 +211,7 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 		}
 		name := s.names[0]
 		s.names = s.names[1:]
-		if !match(s.pattern, name) {
+		if !match(s.pattern, wireName(name)) {
 			continue
 		}
 		st, err := entryStat(o.fd, name)
@@ -238,8 +239,9 @@ func (c *conn) nextEntry(o *open, s *dirScan) (string, fileStat, bool, uint32) {
 	}
 }
 
-// appendDirEntry appends one entry of class (its NextEntryOffset zero).
-func appendDirEntry(b []byte, class uint8, name string, st *fileStat, attrs uint32) []byte {
+// appendDirEntry appends one entry of class (its NextEntryOffset zero),
+// with short, its 8.3 name, where the class has one.
+func appendDirEntry(b []byte, class uint8, name, short string, st *fileStat, attrs uint32) []byte {
 	le := binary.LittleEndian
 	b = le.AppendUint32(b, 0)
 	b = le.AppendUint32(b, 0)
@@ -262,10 +264,11 @@ func appendDirEntry(b []byte, class uint8, name string, st *fileStat, attrs uint
 		b = le.AppendUint64(b, st.ino)
 	case fileBothDirectoryInformation:
 		b = le.AppendUint32(b, 0)
-		b = append(b, make([]byte, 26)...)
+		b = appendShortName(b, short)
 	case fileIDBothDirectoryInformation:
 		b = le.AppendUint32(b, 0)
-		b = append(b, make([]byte, 28)...)
+		b = appendShortName(b, short)
+		b = append(b, 0, 0)
 		b = le.AppendUint64(b, st.ino)
 	case fileIDExtdDirectoryInformation:
 		b = le.AppendUint32(b, 0)
@@ -274,6 +277,15 @@ func appendDirEntry(b []byte, class uint8, name string, st *fileStat, attrs uint
 		b = le.AppendUint64(b, 0)
 	}
 	return wire.AppendUTF16(b, name)
+}
+
+// appendShortName appends the ShortNameLength, Reserved and ShortName
+// (24 bytes) of a directory entry.
+func appendShortName(b []byte, short string) []byte {
+	n := wire.UTF16Len(short)
+	b = append(b, byte(n), 0)
+	b = wire.AppendUTF16(b, short)
+	return append(b, make([]byte, 24-n)...)
 }
 
 func hasWildcard(p string) bool { return strings.ContainsAny(p, `*?<>"`) }

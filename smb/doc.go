@@ -17,7 +17,10 @@
 // refused. A link itself is what an open acts on when it asks for the
 // reparse point, asks for delete access without data access, or when the
 // link leads out or nowhere: it is listed as an empty file, gives no
-// access to data or attributes, and can be renamed and deleted. Names are checked against the characters Windows forbids.
+// access to data or attributes, and can be renamed and deleted. Names are
+// checked against the characters Windows forbids; names on disk that hold
+// them (or bytes that are not UTF-8) are shown with private use characters
+// in their place, which lead back to the same names (see name.go).
 // Files are created with the server process's uid and gid, mode 0666 and
 // directories 0777, less the process umask. Names are case-insensitive
 // and case-preserving (see fold.go: Unicode simple case folding; of names
@@ -27,14 +30,18 @@
 // attributes and a creation time a client sets live in the user.plug.dos
 // xattr (by default a leading dot means hidden). A security descriptor is
 // synthesised from the mode and owner; setting one is accepted and
-// changes nothing (there is no ACL storage). Oplocks and leases (v1 and
-// v2, on files) are granted and broken by Windows' rules, with break
-// notifications to every client that holds one (see oplock.go and
-// lease.go); an open with a batch oplock or a handle-caching lease is
-// durable when its client asks (v1 and v2 durable handles) and any open
-// resilient when it asks, so it outlives a lost connection for its
-// timeout (see durable.go). Directory leases, persistent handles,
-// multichannel, streams and EAs are not offered.
+// changes nothing (there is no ACL storage). Named streams live in user
+// xattrs (see stream.go), extended attributes too (ea.go); every name
+// has an 8.3 short name that opens it (shortname.go). The last write time
+// moves as on Windows (see writetime.go): late after an open's first
+// write, at its close, and not at all through an open the client set it
+// on. Oplocks and leases (v1 and v2, on files) are granted and broken by
+// Windows' rules, with break notifications to every client that holds one
+// (see oplock.go and lease.go); an open with a batch oplock or a
+// handle-caching lease is durable when its client asks (v1 and v2 durable
+// handles) and any open resilient when it asks, so it outlives a lost
+// connection for its timeout (see durable.go). Directory leases,
+// persistent handles and multichannel are not offered.
 //
 // # Limits
 //

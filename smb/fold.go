@@ -52,7 +52,8 @@ func (r *rootFS) fold(path string) string {
 
 // entryNamed is the entry of the directory dirfd that name names: name
 // itself when it exists, else the first in byte order of the entries
-// equal to it under case folding, "" when there is none.
+// equal to it under case folding, else of those whose 8.3 short name it
+// is (see shortname.go), "" when there is none.
 func entryNamed(dirfd int, name string) string {
 	var st unix.Stat_t
 	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
@@ -63,18 +64,24 @@ func entryNamed(dirfd int, name string) string {
 		return ""
 	}
 	defer unix.Close(fd)
-	best := ""
+	best, short := "", ""
 	buf := make([]byte, dirReadBufSize)
 	var names []string
 	for {
 		n, err := unix.ReadDirent(fd, buf)
 		if err != nil || n == 0 {
+			if best == "" {
+				return short
+			}
 			return best
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names[:0])
 		for _, e := range names {
 			if (best == "" || e < best) && strings.EqualFold(e, name) {
 				best = e
+			}
+			if mayBeShort(name) && (short == "" || e < short) && strings.EqualFold(shortName(e), name) {
+				short = e
 			}
 		}
 	}

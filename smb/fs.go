@@ -22,6 +22,9 @@ import (
 // root itself.
 type rootFS struct {
 	fd int
+	// streams: the file system keeps user xattrs, so named streams can
+	// be kept (stream.go).
+	streams bool
 }
 
 const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
@@ -31,7 +34,8 @@ func openRoot(dir string) (*rootFS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the directory to serve: %w", &os.PathError{Op: "open", Path: dir, Err: err})
 	}
-	r := &rootFS{fd: fd}
+	_, err = unix.Getxattr(procPath(fd), dosXattr, nil)
+	r := &rootFS{fd: fd, streams: err != unix.ENOTSUP}
 	probe, err := r.open("", unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		unix.Close(fd)

@@ -31,7 +31,7 @@ func FuzzParseName(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		p, status := parseName(raw)
+		p, _, _, status := parseName(raw)
 		if status != wire.StatusSuccess {
 			return
 		}

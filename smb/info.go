@@ -4,7 +4,6 @@ package smb
 
 import (
 	"encoding/binary"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -73,6 +72,9 @@ func (c *conn) queryInfo(r *request) uint32 {
 	if err != nil {
 		return ntStatus(err)
 	}
+	if o.stream != "" {
+		c.streamStat(o, &st)
+	}
 	var out []byte
 	var fixed int
 	switch typ {
@@ -135,7 +137,7 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 	case fileInternalInformation:
 		return le.AppendUint64(nil, st.ino), 8, wire.StatusSuccess
 	case fileEaInformation:
-		return le.AppendUint32(nil, 0), 4, wire.StatusSuccess
+		return le.AppendUint32(nil, eaSize(easOf(o.fd))), 4, wire.StatusSuccess
 	case fileAccessInformation:
 		return le.AppendUint32(nil, o.access), 4, wire.StatusSuccess
 	case filePositionInformation:
@@ -145,7 +147,10 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 	case fileAlignmentInformation:
 		return le.AppendUint32(nil, 0), 4, wire.StatusSuccess
 	case fileNameInformation, fileNormalizedNameInformation:
-		name := strings.ReplaceAll(o.node.path, "/", `\`)
+		if class == fileNormalizedNameInformation && c.dialect < wire.Dialect311 {
+			return nil, 0, wire.StatusNotSupported // as Windows: 3.1.1 only
+		}
+		name := wirePath(o.node.path) + streamSuffix(o)
 		if class == fileNameInformation {
 			name = `\` + name
 		}
@@ -158,25 +163,28 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = appendBasic(nil, st, attrs)
 		b = c.appendStandard(b, o, st)
 		b = le.AppendUint64(b, st.ino)
-		b = le.AppendUint32(b, 0)
+		b = le.AppendUint32(b, eaSize(easOf(o.fd)))
 		b = le.AppendUint32(b, o.access)
 		b = le.AppendUint64(b, pos)
 		b = le.AppendUint32(b, o.options&(optWriteThrough|optSequential|optNoBuffering|optSyncAlert|optSyncNonAlert|optDeleteOnClose))
 		b = le.AppendUint32(b, 0)
-		name := `\` + strings.ReplaceAll(o.node.path, "/", `\`)
+		name := `\` + wirePath(o.node.path) + streamSuffix(o)
 		b = le.AppendUint32(b, uint32(wire.UTF16Len(name)))
 		return wire.AppendUTF16(b, name), 104, wire.StatusSuccess
 	case fileAlternateNameInformation:
-		return nil, 0, wire.StatusObjectNameNotFound
-	case fileStreamInformation:
-		if o.isDir {
-			return nil, 0, wire.StatusSuccess
+		_, base := splitPath(o.node.path)
+		short := shortName(base)
+		if base == "" {
+			return nil, 0, wire.StatusObjectNameNotFound // the share's root
 		}
-		b = le.AppendUint32(nil, 0)
-		b = le.AppendUint32(b, 14)
-		b = le.AppendUint64(b, uint64(st.size))
-		b = le.AppendUint64(b, uint64(st.alloc))
-		return wire.AppendUTF16(b, "::$DATA"), 32, wire.StatusSuccess
+		b = le.AppendUint32(nil, uint32(wire.UTF16Len(short)))
+		return wire.AppendUTF16(b, short), 8, wire.StatusSuccess // as Windows: no less than 8
+	case fileStreamInformation:
+		fst, err := fstat(o.fd) // the file's own size, not a stream's
+		if err != nil {
+			return nil, 0, ntStatus(err)
+		}
+		return appendStreamInfo(nil, o.fd, &fst), 32, wire.StatusSuccess
 	case fileCompressionInformation:
 		b = le.AppendUint64(nil, uint64(st.size))
 		return append(b, make([]byte, 8)...), 16, wire.StatusSuccess
@@ -199,7 +207,14 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = le.AppendUint64(b, st.ino)
 		return le.AppendUint64(b, 0), 24, wire.StatusSuccess
 	case fileFullEaInformation:
-		return nil, 0, wire.StatusNoEASOnFile
+		if o.access&accReadEA == 0 {
+			return nil, 0, wire.StatusAccessDenied
+		}
+		eas := easOf(o.fd)
+		if len(eas) == 0 {
+			return nil, 0, wire.StatusNoEASOnFile
+		}
+		return appendEAs(nil, eas), 0, wire.StatusSuccess
 	}
 	return nil, 0, wire.StatusInvalidInfoClass
 }
@@ -268,8 +283,12 @@ func (c *conn) fsInformation(o *open, class uint8) ([]byte, int, uint32) {
 		return le.AppendUint32(b, 0x20), 8, wire.StatusSuccess
 	case fsAttributeInformation:
 		// Case-sensitive search, case-preserved and Unicode names, sparse
-		// files.
-		b = le.AppendUint32(nil, 0x1|0x2|0x4|0x40)
+		// files, and named streams where they can be kept.
+		flags := uint32(0x1 | 0x2 | 0x4 | 0x40)
+		if c.srv.root.streams {
+			flags |= 0x40000
+		}
+		b = le.AppendUint32(nil, flags)
 		b = le.AppendUint32(b, 255)
 		b = le.AppendUint32(b, uint32(wire.UTF16Len("NTFS")))
 		return wire.AppendUTF16(b, "NTFS"), 16, wire.StatusSuccess

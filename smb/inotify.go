@@ -242,7 +242,7 @@ func (s *Server) fsParse(b []byte) []fsEvent {
 			out = append(out, fsEvent{path: d.path, gone: true})
 			continue
 		}
-		if e.name == "" || validComponent(e.name) != wire.StatusSuccess {
+		if e.name == "" || validComponent(wireName(e.name)) != wire.StatusSuccess {
 			continue
 		}
 		p := e.name

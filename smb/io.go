@@ -84,7 +84,13 @@ func (c *conn) readFile(r *request, o *open) uint32 {
 	out := append(r.out, make([]byte, 16)...)
 	out = slices.Grow(out, int(length))
 	data := out[len(out) : len(out)+int(length)]
-	n, err := fullIO(unix.Pread, o.fd, data, int64(off))
+	var n int
+	var err error
+	if o.stream != "" {
+		n, err = readStreamAt(o, data, off)
+	} else {
+		n, err = fullIO(unix.Pread, o.fd, data, int64(off))
+	}
 	if err != nil {
 		r.out = out[:at]
 		return ntStatus(err)
@@ -120,6 +126,12 @@ func (c *conn) writeFile(r *request, o *open) uint32 {
 	if o.access&(accWriteData|accAppendData) == 0 {
 		return wire.StatusAccessDenied
 	}
+	if o.stream != "" {
+		if status := c.writeStreamAt(o, data, off); status != wire.StatusSuccess {
+			return status
+		}
+		return c.appendWriteResponse(r, len(data))
+	}
 	if off == ^uint64(0) && o.access&accWriteData == 0 {
 		// Appending: at the end.
 		st, err := fstat(o.fd)
@@ -144,7 +156,9 @@ func (c *conn) writeFile(r *request, o *open) uint32 {
 		return wire.StatusFileLockConflict
 	}
 	c.srv.files.breakLevelII(o)
+	c.beforeWrite(o)
 	n, err := fullIO(unix.Pwrite, o.fd, data, int64(off))
+	o.afterWrite()
 	if err != nil {
 		return ntStatus(err)
 	}
@@ -212,6 +226,7 @@ func (c *conn) flush(r *request) uint32 {
 	o.io.Lock()
 	err := unix.Fsync(o.fd)
 	o.io.Unlock()
+	c.moveWriteTime(o)
 	if err != nil && err != unix.EBADF && err != unix.EINVAL {
 		return ntStatus(err)
 	}

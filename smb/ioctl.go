@@ -260,8 +260,19 @@ func (c *conn) copyChunk(o *open, code uint32, in []byte) (uint32, []byte) {
 		if c.srv.files.lockConflict(src, uint64(soff), uint64(n), false) || c.srv.files.lockConflict(o, uint64(doff), uint64(n), true) {
 			return progress(wire.StatusFileLockConflict, i)
 		}
-		if st, err := fstat(src.fd); err != nil || soff+int64(n) > st.size {
+		st, err := fstat(src.fd)
+		if src.stream != "" {
+			c.streamStat(src, &st)
+		}
+		if err != nil || soff+int64(n) > st.size {
 			return progress(wire.StatusInvalidViewSize, i)
+		}
+		if src.stream != "" || o.stream != "" {
+			if status := c.copyStream(src, soff, o, doff, n); status != wire.StatusSuccess {
+				return progress(status, i)
+			}
+			written += uint64(n)
+			continue
 		}
 		m, err := copyRange(src.fd, soff, o.fd, doff, n)
 		written += uint64(m)

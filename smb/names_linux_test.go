@@ -169,3 +169,46 @@ func TestPodSymlinks(t *testing.T) {
 		t.Errorf("the file outside the share changed: %q %v", b, err)
 	}
 }
+
+// TestWindowsIllegalNames: names made in the pod with characters Windows
+// forbids, or with bytes that are not UTF-8, are listed with the private
+// use characters macOS and Samba's catia map them to, and those names
+// open, rename and create the same names on disk.
+func TestWindowsIllegalNames(t *testing.T) {
+	s := startServer(t)
+	onDisk := map[string]string{
+		"a:b.txt": "colon", "what?": "question", `back\slash`: "backslash", "p|i<p>e*": "pipe",
+		"q\"uote": "quote", "tab\there": "control", "bad\xffbyte": "latin1",
+	}
+	for name, data := range onDisk {
+		if err := os.WriteFile(filepath.Join(s.dir, name), []byte(data), 0644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := s.mustImpacket(t, `
+def get(name):
+    buf = io.BytesIO(); conn.getFile(share, name, buf.write); return buf.getvalue().decode()
+shown = sorted(f.get_longname() for f in conn.listPath(share, '*') if f.get_longname() not in ('.', '..'))
+for n in shown:
+    print('listed', n.encode('unicode_escape').decode(), get(n))
+print('pattern', [f.get_longname().encode('unicode_escape').decode() for f in conn.listPath(share, 'a\uf022*')])
+conn.putFile(share, 'new\uf025\uf022.txt', io.BytesIO(b'made').read)
+conn.rename(share, 'a\uf022b.txt', 'c\uf027d.txt')
+`)
+	for _, want := range []string{
+		`listed a\uf022b.txt colon`, `listed what\uf025 question`, `listed back\uf026slash backslash`,
+		`listed p\uf027i\uf023p\uf024e\uf021 pipe`, `listed q\uf020uote quote`, `listed tab\uf009here control`,
+		`listed bad\uf2ffbyte latin1`, `pattern ['a\\uf022b.txt']`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	names, data := readDir(t, s.dir)
+	if want := []string{`back\slash`, "bad\xffbyte", "c|d.txt", "new?:.txt", "p|i<p>e*", "q\"uote", "tab\there", "what?"}; !slices.Equal(names, want) {
+		t.Errorf("share holds %q, want %q", names, want)
+	}
+	if data["c|d.txt"] != "colon" || data["new?:.txt"] != "made" {
+		t.Errorf("renamed file holds %q, created one %q", data["c|d.txt"], data["new?:.txt"])
+	}
+}

@@ -18,6 +18,10 @@ const (
 	filterAttributes uint32 = 0x004
 	filterSize       uint32 = 0x008
 	filterLastWrite  uint32 = 0x010
+	// notNamed, with a filter, marks a change that watches seeing file
+	// names are not told (the attribute change of a rename, which they
+	// saw as the rename itself, as Windows does).
+	notNamed uint32 = 0x80000000
 
 	notifyAdded      uint32 = 1
 	notifyRemoved    uint32 = 2
@@ -47,6 +51,9 @@ type notifyWatch struct {
 	// once its directory is deleted or its delete is pending.
 	fsDirs []string
 	gone   bool
+	// size is the buffer size of the first request: as on Windows, no
+	// response is larger, whatever later requests ask.
+	size uint32
 }
 
 type notifyEvent struct {
@@ -95,7 +102,7 @@ func (c *conn) changeNotify(r *request) uint32 {
 	o.mu.Lock()
 	nw := o.notify
 	if nw == nil {
-		nw = &notifyWatch{o: o, dir: dir, tree: flags&watchTree != 0, filter: filter}
+		nw = &notifyWatch{o: o, dir: dir, tree: flags&watchTree != 0, filter: filter, size: limit}
 		o.notify = nw
 		if w.all == nil {
 			w.all = map[*notifyWatch]struct{}{}
@@ -107,6 +114,7 @@ func (c *conn) changeNotify(r *request) uint32 {
 		w.mu.Lock()
 		o.mu.Lock()
 	}
+	limit = min(limit, nw.size)
 	o.mu.Unlock()
 	if nw.gone {
 		w.mu.Unlock()
@@ -292,7 +300,7 @@ func (s *Server) tell(path string, action uint32, isDir bool, filter uint32) {
 	var ready []func()
 	for nw := range w.all {
 		rel, ok := relativeTo(nw.dir, path, nw.tree)
-		if !ok || nw.filter&filter == 0 {
+		if !ok || nw.filter&filter&^notNamed == 0 || filter&notNamed != 0 && nw.filter&filterFileName != 0 {
 			continue
 		}
 		if n := len(nw.events); n > 0 && nw.events[n-1] == (notifyEvent{action, rel}) {
@@ -330,5 +338,5 @@ func relativeTo(dir, path string, tree bool) (string, bool) {
 	if rel == "" || !tree && strings.Contains(rel, "/") {
 		return "", false
 	}
-	return strings.ReplaceAll(rel, "/", `\`), true
+	return wirePath(rel), true
 }

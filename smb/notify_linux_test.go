@@ -200,7 +200,12 @@ func TestDeleteWatchedDir(t *testing.T) {
 
 // TestNotifyTorture runs smbtorture's notify subtests that a server
 // without delete-pending semantics for watched directories, or without
-// the attribute change Windows tells for a renamed file, hangs in.
+// the attribute change Windows tells for a renamed file, hangs in; and
+// those that check that a watch seeing names is not told that attribute
+// change too (rec), that the first request's buffer size holds for the
+// watch (valid-req), and that a path with ".." inside the share can be
+// watched (tree).
 func TestNotifyTorture(t *testing.T) {
-	startServer(t).mustPassTorture(t, "smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4")
+	startServer(t).mustPassTorture(t, "smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4",
+		"smb2.notify.rec", "smb2.notify.valid-req", "smb2.notify.tree")
 }

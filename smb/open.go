@@ -67,8 +67,12 @@ func mapGeneric(a uint32) uint32 {
 	return a &^ (genericRead | genericWrite | genericExecute | genericAll)
 }
 
-// fileKey names a file across its names and opens.
-type fileKey struct{ dev, ino uint64 }
+// fileKey names a file across its names and opens; with stream, one of
+// its named streams (lower case).
+type fileKey struct {
+	dev, ino uint64
+	stream   string
+}
 
 // fileNode is a file with opens, shared by every connection: where the
 // share modes, the pending delete and the byte-range locks of a file live.
@@ -85,6 +89,8 @@ type fileNode struct {
 	// counts the opens holding level II oplocks.
 	breakDone chan struct{}
 	levelII   int
+	// streamMu serializes changes to a named stream's data.
+	streamMu sync.Mutex
 }
 
 // fileTable is the server's files with opens.
@@ -107,6 +113,7 @@ type open struct {
 	node    *fileNode
 	fd      int
 	isDir   bool
+	stream  string // a named stream's name, "" for the file's data
 	access  uint32
 	share   uint32
 	options uint32
@@ -142,6 +149,7 @@ type open struct {
 	scan     *dirScan
 	position uint64
 	notify   *notifyWatch
+	wt       writeTime
 }
 
 // conflicts reports whether an open with access a and share s may not
@@ -272,6 +280,10 @@ type createReq struct {
 	createFixed
 	name     []byte
 	contexts []createContext
+	// From the name (createPath): the named stream, and whether the
+	// name said "::$DATA".
+	stream     string
+	dataStream bool
 }
 
 // createFixed is the fixed part of a CREATE request (MS-SMB2 2.2.13), in
@@ -396,8 +408,16 @@ func (c *conn) create(r *request) uint32 {
 	if q.context("TWrp") != nil {
 		return wire.StatusObjectNameNotFound // no snapshots
 	}
-	if q.context("ExtA") != nil {
-		return wire.StatusEASNotSupported
+	if x := q.context("ExtA"); x != nil {
+		if !c.srv.root.streams {
+			return wire.StatusEASNotSupported
+		}
+		if _, status := parseEAs(x.data); status != wire.StatusSuccess {
+			return status
+		}
+	}
+	if q.stream != "" {
+		return c.createStream(r, &q, path)
 	}
 	c.mu.Lock()
 	n := len(c.opens)
@@ -423,10 +443,11 @@ func (c *conn) create(r *request) uint32 {
 // createPath is the path q names beneath the root, each component
 // spelled as the entry on disk it names (see fold).
 func (c *conn) createPath(q *createReq) (string, uint32) {
-	path, status := parseName(q.name)
+	path, stream, data, status := parseName(q.name)
 	if status != wire.StatusSuccess {
 		return "", status
 	}
+	q.stream, q.dataStream = stream, data
 	return c.srv.root.fold(path), wire.StatusSuccess
 }
 
@@ -435,6 +456,10 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 	o, st, action, status := c.openPath(r, q, path)
 	if status != wire.StatusSuccess {
 		return status
+	}
+	if x := q.context("ExtA"); x != nil && action != actionOpened {
+		eas, _ := parseEAs(x.data) // checked by create
+		setEAs(o.fd, eas)
 	}
 	c.appendCreateResponse(r, q, o, &st, action, append(c.makeDurable(r, q, o), c.leaseContext(o)...))
 	r.chain.file = o
@@ -594,7 +619,10 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 		action = actionSuperseded
 	}
 	if st.isDir() {
-		if q.Options&optNonDirectory != 0 {
+		if q.dataStream && q.Options&optDirectory != 0 {
+			return nil, 0, wire.StatusNotADirectory
+		}
+		if q.Options&optNonDirectory != 0 || q.dataStream {
 			return nil, 0, wire.StatusFileIsADirectory
 		}
 		if action != actionOpened {
@@ -651,6 +679,7 @@ func (c *conn) openExisting(r *request, q *createReq, path string, fd0 int, st *
 			c.srv.release(o)
 			return nil, 0, ntStatus(err)
 		}
+		dropStreams(o.fd)
 		preallocate(o, q)
 		c.srv.notifyChange(path, notifyModified, false)
 	}
@@ -664,6 +693,9 @@ const linkDenied = accReadData | accWriteData | accAppendData | accExecute
 // createNew creates path as a file or, with optDirectory, a directory.
 func (c *conn) createNew(r *request, q *createReq, path string) (*open, fileStat, uint32) {
 	root := c.srv.root
+	if q.Options&optDeleteOnClose != 0 && q.Attrs&attrReadonly != 0 && q.Options&optDirectory == 0 {
+		return nil, fileStat{}, wire.StatusCannotDelete // as an existing read-only file
+	}
 	access, _ := grant(q.Access, fileAllAccess)
 	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, fd: -1, encrypted: r.encrypted, ask: c.leaseAsk(q)}
 	o.deleteOnClose = q.Options&optDeleteOnClose != 0
@@ -903,6 +935,8 @@ func (c *conn) closeRequest(r *request) uint32 {
 	var st fileStat
 	var attrs uint32
 	if flags&1 != 0 {
+		o.closeWriteTime() // what the response tells
+
 		if s, err := fstat(o.fd); err == nil {
 			st, attrs = s, c.attrs(o.node.path, &s)
 		}
@@ -943,6 +977,7 @@ func (c *conn) closeOpen(o *open) bool {
 	if w != nil {
 		w.cleanup()
 	}
+	o.closeWriteTime()
 	o.io.Lock()
 	o.closed = true
 	o.io.Unlock()
@@ -995,7 +1030,10 @@ func (s *Server) release(o *open) {
 	if n != nil {
 		ft.wake(n)
 	}
-	if del {
+	switch {
+	case del && n.key.stream != "":
+		s.root.removeStream(path, n.key)
+	case del:
 		s.root.remove(path, n.key, n.isDir)
 		s.notifyChange(path, notifyRemoved, n.isDir)
 	}

@@ -69,6 +69,7 @@ attempt('rename into outdir', lambda: conn.rename(share, 'inside.txt', 'outdir\\
 attempt('rename to ..', lambda: conn.rename(share, 'inside.txt', '..\\moved.txt'))
 attempt('delete outfile target', lambda: conn.deleteFile(share, 'outdir\\secret.txt'))
 print('good', get('goodlink'))
+print('dotdot', get('sub\\..\\inside.txt'), get('sub\\..\\sub\\..\\goodlink'))
 names = sorted(f.get_longname() for f in conn.listPath(share, '*'))
 print('root', names)
 for f in conn.listPath(share, '*'):
@@ -80,6 +81,10 @@ for f in conn.listPath(share, '*'):
 	}
 	if !strings.Contains(out, "good b'inside'") {
 		t.Fatalf("a link inside the share does not work:\n%s", out)
+	}
+	// A ".." that stays inside the share takes away the name before it.
+	if !strings.Contains(out, "dotdot b'inside' b'inside'") {
+		t.Fatalf("a path with a \"..\" inside the share does not work:\n%s", out)
 	}
 	// Links that lead out are listed as empty files (so that they can be
 	// deleted), nothing of what they lead to.

@@ -89,6 +89,12 @@ func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 
 		if size > 1<<62 {
 			return wire.StatusInvalidParameter
 		}
+		if o.stream != "" {
+			if class == fileAllocationInformation {
+				return wire.StatusSuccess
+			}
+			return c.setStreamSize(o, size)
+		}
 		if class == fileAllocationInformation {
 			// Only shrinking below the end of file changes anything.
 			st, err := fstat(o.fd)
@@ -106,10 +112,22 @@ func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 
 		if err != nil {
 			return ntStatus(err)
 		}
+		c.moveWriteTime(o)
+		o.afterWrite()
 		c.srv.notifyFiltered(o.node.path, notifyModified, false, filterSize)
 		return wire.StatusSuccess
 	case fileFullEaInformation:
-		return wire.StatusEASNotSupported
+		if o.access&accWriteEA == 0 {
+			return wire.StatusAccessDenied
+		}
+		if !c.srv.root.streams {
+			return wire.StatusEASNotSupported
+		}
+		eas, status := parseEAs(buf)
+		if status != wire.StatusSuccess {
+			return status
+		}
+		return setEAs(o.fd, eas)
 	}
 	return wire.StatusInvalidInfoClass
 }
@@ -129,6 +147,9 @@ func (c *conn) setBasic(o *open, buf []byte) uint32 {
 		return wire.StatusInvalidParameter
 	}
 	given := func(ft uint64) bool { return ft != 0 && ft != ^uint64(0) && ft != ^uint64(1) }
+	if !o.isDir {
+		c.moveWriteTime(o) // any set, as on Windows, moves a pending one
+	}
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 	if given(atime) {
 		sec, nsec := wire.FiletimeUnix(atime)
@@ -143,6 +164,9 @@ func (c *conn) setBasic(o *open, buf []byte) uint32 {
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
 			return ntStatus(err)
 		}
+	}
+	if !o.isDir {
+		o.stickWriteTime(mtime)
 	}
 	st, err := fstat(o.fd)
 	if err != nil {
@@ -244,6 +268,9 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	name, err := wire.DecodeUTF16(raw)
 	if err != nil || name == "" {
 		return wire.StatusObjectNameInvalid
+	}
+	if o.stream != "" || name[0] == ':' {
+		return c.renameStream(o, name, replace)
 	}
 	if name[0] == '\\' {
 		name = name[1:]
@@ -354,7 +381,7 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	}
 	if !o.isDir {
 		// As on Windows, where a renamed file gets the archive attribute.
-		c.srv.notifyFiltered(target, notifyModified, false, filterAttributes)
+		c.srv.notifyFiltered(target, notifyModified, false, filterAttributes|notNamed)
 	}
 	return wire.StatusSuccess
 }

@@ -58,6 +58,7 @@ servers_up() {
 [share]
 	path = $work/samba/share
 	read only = no
+	vfs objects = acl_xattr streams_xattr
 CONF
 	# The Samba user is root: smbd needs a Unix account behind each user.
 	printf '%s\n%s\n' "$SMB_PASS" "$SMB_PASS" | smbpasswd -c "$conf" -s -a "$SMB_USER" >/dev/null
@@ -79,6 +80,7 @@ CONF
 }
 
 servers_down() {
+	[ -n "${PLUG_PID:-}" ] || return 0
 	kill "$PLUG_PID" "$SAMBA_PID" 2>/dev/null || true
 	wait "$PLUG_PID" "$SAMBA_PID" 2>/dev/null || true
 }

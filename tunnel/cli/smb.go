@@ -79,8 +79,19 @@ What a client gets:
   oplock or a handle-caching lease, and the locks it holds, outlive a dropped
   connection, and the client takes them back when it reconnects: for 60 s
   by default, up to 5 minutes when the client asks. Persistent handles,
-  multichannel, alternate data streams and extended attributes for clients
-  are not offered: clients work without them.
+  directory leases and multichannel are not offered: clients work without
+  them.
+- A name the pod made with a character Windows cannot use (" * : < > ? \ |,
+  control characters) or a byte that is not UTF-8 is shown with the
+  private-use character macOS and Samba's catia use in its place, and opens,
+  renames and creates the same name on disk. Every name has an 8.3 short
+  name (RE7915~1.TXT) that opens it.
+- Alternate data streams (file:name) and extended attributes are kept in
+  user xattrs of their file where the file system has them (at most 64 KiB
+  each); where it has none, streams are not announced and EAs are refused.
+- The last write time moves as on Windows: two seconds after an open's first
+  write, and at its close; a time a client sets stays through its later
+  writes.
 
 It logs one line per session on stderr (user name, workstation, address,
 dialect) and one per refused logon, the peer's strings quoted and escaped;
