@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"plug/tunnel/clustertest"
 )
 
 // TestDurableReconnectTorture has smbtorture open files durably, take
@@ -104,13 +106,12 @@ func TestDurableScavenged(t *testing.T) {
 	if len(fid) != 32 {
 		t.Fatalf("no FileId from the durable open:\n%s", out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(s.log.text(), `a durable open closed: its client did not come back within 1s`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the parked open was not closed after its 1 s timeout; log:\n%s", s.log.text())
+	clustertest.Eventually(t, 30*time.Second, "the parked open closed after its 1 s timeout", func() error {
+		if !strings.Contains(s.log.text(), `a durable open closed: its client did not come back within 1s`) {
+			return fmt.Errorf("not in the log:\n%s", s.log.text())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if out := s.mustImpacket(t, fmt.Sprintf(durableReconnect, fid)); !strings.Contains(out, "STATUS_OBJECT_NAME_NOT_FOUND") {
 		t.Errorf("a reconnect after the timeout: want STATUS_OBJECT_NAME_NOT_FOUND, got:\n%s", out)
 	}
