@@ -231,7 +231,7 @@ func (dc *devConn) hello(h helloMsg) {
 		Stripes:   dc.stripes.agree(h.Stripes),
 		UDPServe:  true,
 	})
-	go dc.tellNames()
+	go dc.tellNames(h.Deltas)
 }
 
 // goodbye ends the run at the client's request: its names are given back at

@@ -50,7 +50,8 @@ const maxNamespaces = 64
 // and "web.DATA.svc.DOMAIN" in another (a pod's short "web" is its own
 // namespace's). Services without TCP or UDP ports are left out, and so are plug's
 // own (those that select the agent's pod): runs neither serve nor reach
-// them. The Service kubernetes of namespace default, once listed, stands
+// them. A volume helper's Service is Unlisted: the agent dials it for the
+// run that mounts the volume, but no run is told it as a name. The Service kubernetes of namespace default, once listed, stands
 // for the API server's address (tunnel.ClusterName.Protected): runs reach
 // the API server by that name alone, as a pod does. A namespace the
 // agent may not follow is left out, said in NameNotes, and tried again
@@ -258,6 +259,7 @@ func serviceNames(services map[string]k8sapi.Service, ns, domain string, own boo
 			Aliases:  []string{name + "." + ns, name + "." + ns + ".svc", name + "." + ns + ".svc." + domain},
 			Ports:    slices.Compact(ports),
 			UDPPorts: slices.Compact(udp),
+			Unlisted: services[name].Metadata.Labels[LabelVolume] != "", // a volume helper's, which its run reaches through its own port
 		}
 		if !own {
 			n.Name, n.Aliases = n.Aliases[0], n.Aliases[1:]
@@ -271,7 +273,7 @@ func serviceNames(services map[string]k8sapi.Service, ns, domain string, own boo
 }
 
 func sameName(a, b tunnel.ClusterName) bool {
-	return a.Name == b.Name && slices.Equal(a.Aliases, b.Aliases) && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.UDPPorts, b.UDPPorts) && slices.Equal(a.Protected, b.Protected)
+	return a.Name == b.Name && slices.Equal(a.Aliases, b.Aliases) && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.UDPPorts, b.UDPPorts) && slices.Equal(a.Protected, b.Protected) && a.Unlisted == b.Unlisted
 }
 
 // ParseNamespaces reads PLUG_NAMESPACES: the other namespaces whose
