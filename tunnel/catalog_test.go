@@ -130,7 +130,9 @@ func TestCatalogFeedTellsChanges(t *testing.T) {
 			cc.takeCatalog(m)
 		}
 	}
-	name := func(n string, port int) ClusterName { return ClusterName{Name: n, Aliases: []string{n + ".shop"}, Ports: []int{port}} }
+	name := func(n string, port int) ClusterName {
+		return ClusterName{Name: n, Aliases: []string{n + ".shop"}, Ports: []int{port}}
+	}
 	helper := ClusterName{Name: "plug-vol-1", Ports: []int{445}, Unlisted: true}
 	f.set(normalize(Catalog{Names: []ClusterName{name("web", 80), name("api", 9000), helper}}))
 	msgs, v1, _ := f.update(0, true)
