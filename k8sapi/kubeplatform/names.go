@@ -70,8 +70,16 @@ func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterN
 	err := w.follow(ctx, p.ns)
 	cancel()
 	wg.Wait()
+	w.mu.Lock()
+	w.closed = true // a publish pending is dropped: update is not called after WatchNames returns
+	w.mu.Unlock()
 	return err
 }
+
+// publishDelay gathers the events of a burst (a namespace's Services
+// applied at once) into one update: each update lists every name, so one
+// per event would cost the agent the namespace's size times the burst's.
+const publishDelay = 50 * time.Millisecond
 
 var _ tunnel.NameNoter = (*Platform)(nil)
 
@@ -109,7 +117,9 @@ type nameWatch struct {
 
 	mu       sync.Mutex
 	synced   bool                                 // the own namespace was listed
-	services map[string]map[string]k8sapi.Service // by namespace, by name
+	pending  bool                                 // a publish is due within publishDelay
+	closed   bool                                 // WatchNames returned
+	services map[string]map[string]k8sapi.Service // by namespace, by name, as kept (kept)
 	refused  map[string]string                    // namespace → why it is left out
 	last     []tunnel.ClusterName
 	notes    []string
@@ -121,9 +131,9 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 		Synced: func(items []k8sapi.Service) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			m := map[string]k8sapi.Service{}
+			m := make(map[string]k8sapi.Service, len(items))
 			for _, s := range items {
-				m[s.Metadata.Name] = s
+				m[s.Metadata.Name] = kept(s)
 			}
 			w.services[ns] = m
 			if _, was := w.refused[ns]; was {
@@ -140,12 +150,42 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 			defer w.mu.Unlock()
 			switch ev.Type {
 			case k8sapi.Added, k8sapi.Modified:
-				w.services[ns][ev.Object.Metadata.Name] = ev.Object
+				w.services[ns][ev.Object.Metadata.Name] = kept(ev.Object)
 			case k8sapi.Deleted:
 				delete(w.services[ns], ev.Object.Metadata.Name)
 			}
-			w.publish()
+			w.publishSoon()
 		},
+	})
+}
+
+// kept is what the agent keeps of a Service to tell its name: its name,
+// labels, address, selector and ports' numbers and protocols; not its
+// annotations (kubectl's last-applied copy of the whole object, among
+// others), so that a Service costs the agent a few hundred bytes.
+func kept(s k8sapi.Service) k8sapi.Service {
+	out := k8sapi.Service{Metadata: k8sapi.ObjectMeta{Name: s.Metadata.Name, Labels: s.Metadata.Labels},
+		Spec: k8sapi.ServiceSpec{ClusterIP: s.Spec.ClusterIP, Selector: s.Spec.Selector}}
+	for _, sp := range s.Spec.Ports {
+		out.Spec.Ports = append(out.Spec.Ports, k8sapi.ServicePort{Protocol: sp.Protocol, Port: sp.Port})
+	}
+	return out
+}
+
+// publishSoon publishes within publishDelay, once for every event until
+// then. w.mu is held.
+func (w *nameWatch) publishSoon() {
+	if w.pending {
+		return
+	}
+	w.pending = true
+	time.AfterFunc(publishDelay, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.pending = false
+		if !w.closed {
+			w.publish()
+		}
 	})
 }
 
