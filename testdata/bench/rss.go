@@ -152,3 +152,10 @@ func readRSS(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("process %d has no VmRSS", pid)
 }
+
+// pidNow is the agent's process as last found, 0 if not found.
+func (s *rssSampler) pidNow() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid
+}

@@ -78,8 +78,11 @@ say "footprint"
 	-took "$(($(date +%s) - started))" -load "$load_start; at the end $(cut -d' ' -f1-3 /proc/loadavg)" >"$OUT/RESULTS.md"
 cat "$OUT/RESULTS.md"
 # A full run that measured everything is the one the README shows.
+# The section scale.sh wrote (between its markers) stays.
 if [ "$QUICK" = 0 ] && [ -z "${FAILED:-}" ]; then
+	sed -n '/^<!-- scale -->$/,/^<!-- \/scale -->$/p' "$here/RESULTS.md" >"$WORK/scale-section"
 	cp "$OUT/RESULTS.md" "$here/RESULTS.md"
+	[ ! -s "$WORK/scale-section" ] || { echo && cat "$WORK/scale-section"; } >>"$here/RESULTS.md"
 fi
 say "wrote $CSV and $OUT/RESULTS.md in $(($(date +%s) - started)) s"
 [ -z "${FAILED:-}" ] || die "some measurements failed: see the table's last section"
