@@ -45,9 +45,9 @@ func (a *Agent) watchNames(ctx context.Context) {
 func (dc *devConn) tellNames(deltas bool) {
 	var told uint64
 	for {
-		msgs, version, changed := dc.a.names.update(told, deltas)
-		for _, m := range msgs {
-			dc.sendControl(m)
+		frames, version, changed := dc.a.names.update(told, deltas)
+		for _, f := range frames {
+			dc.sendFrame(f)
 		}
 		told = version
 		select {

@@ -275,11 +275,19 @@ func (dc *devConn) logf(format string, args ...any) {
 
 // sendControl writes m on the control channel, if there is one.
 func (dc *devConn) sendControl(m message) {
+	if frame, err := encodeFrame(m); err == nil {
+		dc.sendFrame(frame)
+	}
+}
+
+// sendFrame writes a frame encodeFrame made on the control channel, if
+// there is one.
+func (dc *devConn) sendFrame(frame []byte) {
 	dc.mu.Lock()
 	c := dc.control
 	dc.mu.Unlock()
 	if c != nil {
-		c.send(m)
+		c.write(frame)
 	}
 }
 

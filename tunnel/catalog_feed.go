@@ -6,6 +6,22 @@ import (
 	"sync"
 )
 
+// encodedFrames are catalog messages encoded as control frames once, sent
+// as they are to every run that needs them.
+type encodedFrames [][]byte
+
+// encodeCatalog encodes msgs. A message too large for a frame cannot be
+// made (splitCatalog keeps each well below), and would be left out.
+func encodeCatalog(msgs []catalogMsg) encodedFrames {
+	frames := make(encodedFrames, 0, len(msgs))
+	for _, m := range msgs {
+		if b, err := encodeFrame(m); err == nil {
+			frames = append(frames, b)
+		}
+	}
+	return frames
+}
+
 // maxCatalogChanges is how many of its last changes the agent keeps, so
 // that a run told an earlier catalog gets only what changed since; a run
 // further behind gets the whole catalog again.
@@ -14,9 +30,10 @@ const maxCatalogChanges = 64
 // catalogFeed is the agent's catalog as the runs are told it. Each change
 // gets a version; the agent keeps the last changes (at most
 // maxCatalogChanges, and no more names than the catalog holds), computed
-// once for every run, and the messages of the whole catalog, made once
-// per version. A change of one name thus costs each run one small message,
-// whatever the cluster holds.
+// once for every run, and the frames of the whole catalog and of the last
+// change, each encoded once for every run. A change of one name thus
+// costs each run one small message, whatever the cluster holds, and the
+// agent encodes it once.
 type catalogFeed struct {
 	mu      sync.Mutex
 	current Catalog       // every name, with those runs are not told (Unlisted)
@@ -25,7 +42,7 @@ type catalogFeed struct {
 	version uint64          // 1 for the first catalog, one more at each change
 	changes []catalogChange // the last ones, oldest first, the newest leading to version
 	kept    int             // the names and gone names in changes
-	whole   []catalogMsg    // the messages of the whole catalog at version, once made
+	whole   encodedFrames   // the whole catalog at version, once made
 	changed broadcast       // woken at each change
 }
 
@@ -35,6 +52,7 @@ type catalogChange struct {
 	version uint64        // the version it leads to
 	set     []ClusterName // added or changed
 	gone    []string      // removed
+	frames  encodedFrames // it alone, for the runs told the version before; once made
 }
 
 // get returns the catalog with every name (for the agent's own use),
@@ -65,12 +83,13 @@ func (f *catalogFeed) set(c Catalog) {
 	f.changed.wake()
 }
 
-// update returns the messages that bring a run told version since (0:
+// update returns the frames that bring a run told version since (0:
 // none yet) to the current catalog, the current version, and a channel
 // closed at the next change. With deltas the run gets only what changed,
 // if the changes since reach back that far; otherwise the whole catalog.
-// No messages: the run is current, or there is no catalog yet.
-func (f *catalogFeed) update(since uint64, deltas bool) ([]catalogMsg, uint64, <-chan struct{}) {
+// No frames: the run is current, or there is no catalog yet. The frames
+// are shared: the caller only sends them.
+func (f *catalogFeed) update(since uint64, deltas bool) (encodedFrames, uint64, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	changed := f.changed.next()
@@ -78,12 +97,18 @@ func (f *catalogFeed) update(since uint64, deltas bool) ([]catalogMsg, uint64, <
 		return nil, since, changed
 	}
 	if deltas && since > 0 && len(f.changes) > 0 && f.changes[0].version <= since+1 {
-		set, gone := mergeChanges(f.changes, since)
 		head := catalogMsg{Delta: true, Notes: f.current.Notes, Unavailable: f.current.Unavailable}
-		return splitCatalog(head, set, gone), f.version, changed
+		if last := &f.changes[len(f.changes)-1]; last.version == since+1 {
+			if last.frames == nil {
+				last.frames = encodeCatalog(splitCatalog(head, last.set, last.gone))
+			}
+			return last.frames, f.version, changed
+		}
+		set, gone := mergeChanges(f.changes, since)
+		return encodeCatalog(splitCatalog(head, set, gone)), f.version, changed
 	}
 	if f.whole == nil {
-		f.whole = catalogFrames(Catalog{Names: f.listed, Notes: f.current.Notes, Unavailable: f.current.Unavailable})
+		f.whole = encodeCatalog(catalogFrames(Catalog{Names: f.listed, Notes: f.current.Notes, Unavailable: f.current.Unavailable}))
 	}
 	return f.whole, f.version, changed
 }

@@ -124,6 +124,19 @@ func FuzzDecodeCatalog(f *testing.F) {
 func TestCatalogFeedTellsChanges(t *testing.T) {
 	var f catalogFeed
 	cc := &clientConn{s: &Session{}}
+	update := func(since uint64, deltas bool) ([]catalogMsg, uint64) {
+		t.Helper()
+		frames, v, _ := f.update(since, deltas)
+		var msgs []catalogMsg
+		for _, b := range frames {
+			m, err := decodeMsg[catalogMsg](b[4:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, m)
+		}
+		return msgs, v
+	}
 	take := func(msgs []catalogMsg) {
 		t.Helper()
 		for _, m := range msgs {
@@ -135,14 +148,14 @@ func TestCatalogFeedTellsChanges(t *testing.T) {
 	}
 	helper := ClusterName{Name: "plug-vol-1", Ports: []int{445}, Unlisted: true}
 	f.set(normalize(Catalog{Names: []ClusterName{name("web", 80), name("api", 9000), helper}}))
-	msgs, v1, _ := f.update(0, true)
+	msgs, v1 := update(0, true)
 	if len(msgs) != 1 || msgs[0].Delta || len(msgs[0].Names) != 2 {
 		t.Fatalf("the first catalog: %+v; want the whole catalog, 2 names, without the volume helper", msgs)
 	}
 	take(msgs)
 
 	f.set(normalize(Catalog{Names: []ClusterName{name("web", 8080), name("db", 5432), helper}, Notes: []string{"a note"}}))
-	msgs, v2, _ := f.update(v1, true)
+	msgs, v2 := update(v1, true)
 	want := catalogMsg{Delta: true, Notes: []string{"a note"}, Names: []catalogName{{Name: "db", Aliases: []string{"db.shop"}, Ports: []int{5432}}, {Name: "web", Aliases: []string{"web.shop"}, Ports: []int{8080}}}, Gone: []string{"api"}}
 	if len(msgs) != 1 || !reflect.DeepEqual(msgs[0], want) {
 		t.Fatalf("the change: %+v; want %+v", msgs, want)
@@ -151,16 +164,16 @@ func TestCatalogFeedTellsChanges(t *testing.T) {
 	if got, _, _ := cc.s.Catalog(); !reflect.DeepEqual(got, Catalog{Names: []ClusterName{name("db", 5432), name("web", 8080)}, Notes: []string{"a note"}}) {
 		t.Fatalf("the run's catalog after the change: %+v", got)
 	}
-	if msgs, v, _ := f.update(v2, true); len(msgs) != 0 || v != v2 {
+	if msgs, v := update(v2, true); len(msgs) != 0 || v != v2 {
 		t.Fatalf("a current run was told %+v", msgs)
 	}
-	if msgs, _, _ := f.update(v1, false); len(msgs) != 1 || msgs[0].Delta || len(msgs[0].Names) != 2 {
+	if msgs, _ := update(v1, false); len(msgs) != 1 || msgs[0].Delta || len(msgs[0].Names) != 2 {
 		t.Fatalf("a run without deltas was told %+v; want the whole catalog", msgs)
 	}
 	for i := range maxCatalogChanges + 1 {
 		f.set(normalize(Catalog{Names: []ClusterName{name("web", 8080), name("db", 6000+i)}}))
 	}
-	if msgs, _, _ := f.update(v2, true); len(msgs) != 1 || msgs[0].Delta {
+	if msgs, _ := update(v2, true); len(msgs) != 1 || msgs[0].Delta {
 		t.Fatalf("a run behind every kept change was told %+v; want the whole catalog", msgs)
 	}
 }

@@ -384,9 +384,14 @@ func (c *controlConn) send(m message) error {
 	if err != nil {
 		return err
 	}
+	return c.write(frame)
+}
+
+// write sends a frame encodeFrame made.
+func (c *controlConn) write(frame []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err = c.rw.Write(frame)
+	_, err := c.rw.Write(frame)
 	return err
 }
 

@@ -160,12 +160,16 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 }
 
 // kept is what the agent keeps of a Service to tell its name: its name,
-// labels, address, selector and ports' numbers and protocols; not its
-// annotations (kubectl's last-applied copy of the whole object, among
-// others), so that a Service costs the agent a few hundred bytes.
+// its LabelVolume, address, selector and ports' numbers and protocols;
+// not its other labels nor its annotations (kubectl's last-applied copy
+// of the whole object, among others), so that a Service costs the agent a
+// few hundred bytes.
 func kept(s k8sapi.Service) k8sapi.Service {
-	out := k8sapi.Service{Metadata: k8sapi.ObjectMeta{Name: s.Metadata.Name, Labels: s.Metadata.Labels},
+	out := k8sapi.Service{Metadata: k8sapi.ObjectMeta{Name: s.Metadata.Name},
 		Spec: k8sapi.ServiceSpec{ClusterIP: s.Spec.ClusterIP, Selector: s.Spec.Selector}}
+	if v := s.Metadata.Labels[LabelVolume]; v != "" {
+		out.Metadata.Labels = map[string]string{LabelVolume: v}
+	}
 	for _, sp := range s.Spec.Ports {
 		out.Spec.Ports = append(out.Spec.Ports, k8sapi.ServicePort{Protocol: sp.Protocol, Port: sp.Port})
 	}
