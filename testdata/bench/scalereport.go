@@ -69,20 +69,28 @@ func scaleReport(args []string) error {
 	}
 	p("")
 	last := counts[len(counts)-1]
-	if runs := get("runs", last, "runs"); !math.IsNaN(runs) {
+	if last > counts[0] {
+		p("Each Service costs the agent %s KB of resident memory (%s MB with %s, %s MB with %s).", num("%.1f", (get("size", last, "rss_mb")-get("size", counts[0], "rss_mb"))*1000/float64(last-counts[0])),
+			num("%.1f", get("size", counts[0], "rss_mb")), thousands(counts[0]), num("%.1f", get("size", last, "rss_mb")), thousands(last))
+		p("")
+	}
+	at := slices.IndexFunc(counts, func(n int) bool { return !math.IsNaN(get("runs", n, "runs")) })
+	if at >= 0 {
+		last := counts[at]
+		runs := get("runs", last, "runs")
 		p("| with %s Services | measured |", thousands(last))
 		p("|---|--:|")
-		p("| %.0f runs started at once: start p50 / p99 | %s / %s ms |", runs, num("%.0f", get("runs", last, "start_p50_ms")), num("%.0f", get("runs", last, "start_p99_ms")))
-		p("| agent RSS with them (peak) | %s MB |", num("%.1f", get("runs", last, "rss_mb")))
+		p("| %.0f runs started, 32 at a time: start p50 / p99 | %s / %s ms |", runs, num("%.0f", get("runs", last, "start_p50_ms")), num("%.0f", get("runs", last, "start_p99_ms")))
+		p("| agent RSS with them (peak); each run | %s MB; %s KB |", num("%.1f", get("runs", last, "rss_mb")), num("%.0f", (get("runs", last, "rss_mb")-get("size", last, "rss_mb"))*1000/runs))
 		p("| agent CPU per run started | %s ms |", num("%.1f", get("runs", last, "cpu_ms_per_run")))
-		p("| one Service created: every run resolves it, p50 / max | %s / %s ms |", num("%.0f", get("change", last, "resolved_p50_ms")), num("%.0f", get("change", last, "resolved_max_ms")))
+		p("| one Service created: every run resolves it after kubectl returned, p50 / max | %s / %s ms |", num("%.0f", get("change", last, "resolved_p50_ms")), num("%.0f", get("change", last, "resolved_max_ms")))
 		p("| what the agent sent each run for it | %s bytes |", num("%.0f", get("change", last, "bytes_per_run")))
 		p("| agent RSS fresh; idle after the runs | %s MB; %s MB |", num("%.1f", get("agent", 0, "rss_fresh_mb")), num("%.1f", get("agent", last, "rss_after_mb")))
 		p("")
 	}
 	p("![run start and agent memory against the namespace's size](%s)", *svgName)
 	p("")
-	p("Measured by `%s` on the local Kubernetes: the CLI on the node itself, the agent of deploy/plug-k8s.yaml in a namespace of its own, the Services headless (no ClusterIP, so kube-proxy programs nothing) with two ports and no pods. Start: from starting `plug -c -- true` to its exit, %s starts per size. The runs: `plug -c -- benchtool seen NAME`, all started at once; start is until the command ran. Bytes: what left the agent pod's network namespace between the Service's creation and the last run resolving it, beyond what it sends its runs in a quiet second.", *command, num("%.0f", get("size", counts[0], "starts")))
+	p("Measured by `%s` on the local Kubernetes: the CLI on the node itself, the agent of deploy/plug-k8s.yaml in a namespace of its own, the Services headless (no ClusterIP, so kube-proxy programs nothing) with two ports and no pods. Start: from starting `plug -c -- true` to its exit, %s starts per size. The runs: `plug -c -- benchtool seen NAME`, 32 starting at any time (the agent's handshake slots of one source network; the runs all come from one address); start is until the command ran. Bytes: what left the agent pod's network namespace between the Service's creation and the last run resolving it, beyond what it sends its runs in a quiet second.", *command, num("%.0f", get("size", counts[0], "starts")))
 	fmt.Print(b.String())
 	if *svg != "" {
 		return os.WriteFile(*svg, plot(counts, get), 0o644)
