@@ -247,8 +247,12 @@ func (d *namesDriver) concurrent(n int) error {
 	for _, r := range runs {
 		r.stop()
 	}
-	// The agent gives freed memory back every 10 s (tunnel/scavenge.go).
-	time.Sleep(12 * time.Second)
+	// The agent gives freed memory back every 10 s (tunnel/scavenge.go):
+	// its memory is read after two and a half of those.
+	for range 5 {
+		time.Sleep(5 * time.Second)
+		d.logf("agent after the runs: %.1f MB", mb(d.agent.current()))
+	}
 	after, err := d.agent.settle()
 	if err != nil {
 		return err
@@ -326,7 +330,7 @@ func (r *seenRun) stop() {
 
 // seen (a run's command) says "up", waits until NAME is in /etc/hosts,
 // says "seen", and sleeps until signalled. It looks at the file's size and
-// time every 10 ms and reads it when they change (plug rewrites the run's
+// time every 25 ms and reads it when they change (plug rewrites the run's
 // file in place); inotify would need an instance per run, more than a
 // user may have (fs.inotify.max_user_instances).
 func seen(args []string) error {
@@ -351,7 +355,7 @@ func seen(args []string) error {
 				break
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond)
 	}
 	fmt.Println("seen")
 	select {}

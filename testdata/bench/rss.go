@@ -159,3 +159,10 @@ func (s *rssSampler) pidNow() int {
 	defer s.mu.Unlock()
 	return s.pid
 }
+
+// current is the agent's memory as last sampled.
+func (s *rssSampler) current() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
