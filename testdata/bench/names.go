@@ -114,11 +114,11 @@ func (d *namesDriver) makeServices(n int) error {
 	for d.made < n {
 		var b strings.Builder
 		b.WriteString("apiVersion: v1\nkind: List\nitems:\n")
-		end := min(n, d.made+500)
+		end := min(n, d.made+1000)
 		for i := d.made; i < end; i++ {
 			fmt.Fprintf(&b, "- apiVersion: v1\n  kind: Service\n  metadata: {name: %s, labels: {bench: scale}}\n  spec: {clusterIP: None, ports: [{name: http, port: 80}, {name: alt, port: 8080}]}\n", serviceName(i))
 		}
-		cmd := d.kubectlCmd("apply", "-f", "-")
+		cmd := d.kubectlCmd("create", "-f", "-")
 		cmd.Stdin = strings.NewReader(b.String())
 		if _, err := output(cmd); err != nil {
 			return err
