@@ -1,13 +1,13 @@
 #!/bin/sh
-# scale.sh [--counts 1,100,1000] [--runs 200] [--starts 10] [--no-build] —
+# scale.sh [--counts 1,100,1000] [--runs 200] [--runs-at N] [--starts 10] [--no-build] —
 # how plug's cost follows the cluster's size (./build.sh bench --scale).
 #
 # Deploys the agent of deploy/plug-k8s.yaml in a namespace of its own
 # (plug-scale, or PLUG_SCALE_NS) on the local Kubernetes (which must be
 # up), and from this machine, as root: fills the namespace with headless
 # Services up to each count and measures `plug -c -- true` and the agent's
-# memory; then, with the most Services, starts --runs runs at once and
-# creates one Service while they are connected (benchtool names). Writes
+# memory; then, at --runs-at Services (default: the most), starts --runs
+# runs and creates one Service while they are connected (benchtool names). Writes
 # out/scale.csv, out/SCALE.md and out/scale.svg, and puts the section and
 # the plot into RESULTS.md and scale.svg beside this file. The namespace,
 # with every Service it made, is deleted at the end, on failure too.
@@ -22,14 +22,15 @@ repo=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
 KNS=${PLUG_SCALE_NS:-plug-scale}
 
-COUNTS=1,100,1000 RUNS=200 STARTS=10 BUILD=1
+COUNTS=1,100,1000 RUNS=200 RUNS_AT=0 STARTS=10 BUILD=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--counts) COUNTS=$2 && shift ;;
 	--runs) RUNS=$2 && shift ;;
+	--runs-at) RUNS_AT=$2 && shift ;;
 	--starts) STARTS=$2 && shift ;;
 	--no-build) BUILD=0 ;;
-	*) die "unknown argument $1; use --counts N,N,..., --runs N, --starts N, --no-build" ;;
+	*) die "unknown argument $1; use --counts N,N,..., --runs N, --runs-at N, --starts N, --no-build" ;;
 	esac
 	shift
 done
@@ -78,9 +79,10 @@ HOME=$WORK/home "$PLUG" profile add scale --host "$NODE_IP" --port "$NODEPORT" -
 HOME=$WORK/home "$PLUG" keygen -p scale >/dev/null
 
 say "measuring with $COUNTS Services and $RUNS runs in namespace $KNS"
-"$TOOL" names -counts "$COUNTS" -runs "$RUNS" -starts "$STARTS" -plug "$PLUG" -tool "$TOOL" -home "$WORK/home" \
+"$TOOL" names -counts "$COUNTS" -runs "$RUNS" -runs-at "$RUNS_AT" -starts "$STARTS" -plug "$PLUG" -tool "$TOOL" -home "$WORK/home" \
 	-kubectl "$KUBECTL" -ns "$KNS" -work "$OUT/logs" >"$OUT/scale.csv"
 shown="./build.sh bench --scale --counts $COUNTS --runs $RUNS"
+[ "$RUNS_AT" = 0 ] || shown="$shown --runs-at $RUNS_AT"
 "$TOOL" scalereport -csv "$OUT/scale.csv" -svg "$OUT/scale.svg" -command "$shown" >"$OUT/SCALE.md"
 cat "$OUT/SCALE.md"
 
