@@ -44,6 +44,9 @@
 #   ./build.sh bench [--quick] [--no-build]
 #                           the benchmark: plug against raw TCP and OpenSSH on
 #                           the local Kubernetes (testdata/bench; run as root)
+#   ./build.sh bench --scale [--counts N,N,...] [--runs N] [--no-build]
+#                           plug's cost against the number of Services and
+#                           runs (testdata/bench/scale.sh; run as root)
 #   ./build.sh mkimage ROOTFS OUT.tar NAME:TAG...
 #                           packs a directory into a FROM-scratch Docker archive
 #                           that `docker load` and `ctr images import` accept;
@@ -361,7 +364,11 @@ reproducible) reproducible ;;
 vet) vet ;;
 test) test_all ;;
 demo) image && testdata/cluster/up.sh && exec testdata/demo/run.sh ;;
-bench) shift && exec testdata/bench/run.sh "$@" ;;
+bench)
+	shift
+	[ "${1:-}" != --scale ] || { shift && exec testdata/bench/scale.sh "$@"; }
+	exec testdata/bench/run.sh "$@"
+	;;
 mkimage) shift && mkimage "$@" ;;
 *)
 	echo "build.sh: unknown command ${1}; see the top of build.sh for the commands" >&2

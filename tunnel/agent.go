@@ -116,7 +116,7 @@ type Agent struct {
 	released chan struct{}   // a key gave something back (returnMemory)
 	plog     *peerLog        // the log, rate-limited per peer
 	dial     *dialPolicy     // what runs may dial
-	names    catalogState    // the platform's names, told to every run
+	names    catalogFeed     // the platform's names, told to every run
 	gate     *rightsGate     // the agent's rights: it serves runs once they suffice
 	recorder *recorder       // the runs' records in the cluster (agent_records.go)
 	envSlots chan struct{}   // one token per environment being read (agent_env.go)

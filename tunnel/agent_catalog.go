@@ -37,20 +37,19 @@ func (a *Agent) watchNames(ctx context.Context) {
 	}
 }
 
-// tellNames sends the agent's catalog to the client now and again at each
-// change, until the connection is gone. A client that reads slowly gets
-// only the latest catalog.
-func (dc *devConn) tellNames() {
-	var sent Catalog
-	first := true
+// tellNames sends the agent's catalog to the client now, and what changed
+// at each change, until the connection is gone: only the names that
+// changed when the client takes deltas (its hello said so), the whole
+// catalog again otherwise. A client that reads slowly gets what changed
+// since the catalog it was last told, all at once.
+func (dc *devConn) tellNames(deltas bool) {
+	var told uint64
 	for {
-		cat, known, changed := dc.a.names.get()
-		if known && (first || !sameCatalog(cat, sent)) {
-			for _, m := range catalogFrames(cat) {
-				dc.sendControl(m)
-			}
-			sent, first = cat, false
+		frames, version, changed := dc.a.names.update(told, deltas)
+		for _, f := range frames {
+			dc.sendFrame(f)
 		}
+		told = version
 		select {
 		case <-changed:
 		case <-dc.gone:

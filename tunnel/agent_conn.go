@@ -235,7 +235,7 @@ func (dc *devConn) hello(h helloMsg) {
 		Stripes:   dc.stripes.agree(h.Stripes),
 		UDPServe:  true,
 	})
-	go dc.tellNames()
+	go dc.tellNames(h.Deltas)
 }
 
 // goodbye ends the run at the client's request: its names are given back at
@@ -279,11 +279,19 @@ func (dc *devConn) logf(format string, args ...any) {
 
 // sendControl writes m on the control channel, if there is one.
 func (dc *devConn) sendControl(m message) {
+	if frame, err := encodeFrame(m); err == nil {
+		dc.sendFrame(frame)
+	}
+}
+
+// sendFrame writes a frame encodeFrame made on the control channel, if
+// there is one.
+func (dc *devConn) sendFrame(frame []byte) {
 	dc.mu.Lock()
 	c := dc.control
 	dc.mu.Unlock()
 	if c != nil {
-		c.send(m)
+		c.write(frame)
 	}
 }
 

@@ -37,14 +37,22 @@ const (
 	catalogFrameBudget = 48 << 10
 )
 
-// catalogMsg carries a catalog, agent to CLI, whenever it changes. A
-// large catalog is split over several messages: all but the last have More
-// set, and the CLI takes the catalog once the last has arrived.
+// catalogMsg carries a catalog, agent to CLI: the whole of it when the run
+// starts (and at each change, to a CLI that did not ask for deltas), then
+// only what changed. A large catalog or change is split over several
+// messages: all but the last have More set, and the CLI takes it once the
+// last has arrived.
 type catalogMsg struct {
 	Names       []catalogName `json:"names"`
 	More        bool          `json:"more,omitempty"`
 	Notes       []string      `json:"notes,omitempty"`
 	Unavailable string        `json:"unavailable,omitempty"`
+	// Delta says the message is a change of the last catalog, sent only
+	// to a CLI whose hello asked for deltas: Names are the names added or
+	// changed, Gone the names removed, and Notes and Unavailable replace
+	// the last ones.
+	Delta bool     `json:"delta,omitempty"`
+	Gone  []string `json:"gone,omitempty"`
 }
 
 // catalogName is a ClusterName on the wire.
@@ -76,7 +84,7 @@ func normalize(c Catalog) Catalog {
 		if len(aliases) > maxNameAliases {
 			aliases = aliases[:maxNameAliases]
 		}
-		out.Names = append(out.Names, ClusterName{Name: n.Name, Aliases: aliases, Ports: ports, UDPPorts: udp, Protected: slices.Clone(n.Protected)})
+		out.Names = append(out.Names, ClusterName{Name: n.Name, Aliases: aliases, Ports: ports, UDPPorts: udp, Protected: slices.Clone(n.Protected), Unlisted: n.Unlisted})
 	}
 	slices.SortFunc(out.Names, func(a, b ClusterName) int {
 		switch {
@@ -98,22 +106,38 @@ func cleanPorts(ports []int) []int {
 	return slices.DeleteFunc(ports, func(p int) bool { return CheckPort(p) != nil })
 }
 
-// catalogFrames splits c into messages that each fit a control frame.
+// catalogFrames splits the whole catalog c into messages that each fit a
+// control frame.
 func catalogFrames(c Catalog) []catalogMsg {
-	msgs := []catalogMsg{{Notes: c.Notes, Unavailable: c.Unavailable}}
-	head, _ := json.Marshal(msgs[0])
-	size := len(head)
-	for _, n := range c.Names {
-		wire := catalogName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDP: n.UDPPorts}
-		b, _ := json.Marshal(wire)
+	return splitCatalog(catalogMsg{Notes: c.Notes, Unavailable: c.Unavailable}, c.Names, nil)
+}
+
+// splitCatalog splits head, with names and gone, into messages that each
+// fit a control frame: the first carries head's fields, each carries some
+// of the names and of gone.
+func splitCatalog(head catalogMsg, names []ClusterName, gone []string) []catalogMsg {
+	msgs := []catalogMsg{head}
+	b, _ := json.Marshal(head)
+	size := len(b)
+	room := func(n int) *catalogMsg {
 		cur := &msgs[len(msgs)-1]
-		if len(cur.Names) > 0 && size+len(b) > catalogFrameBudget {
+		if len(cur.Names)+len(cur.Gone) > 0 && size+n > catalogFrameBudget {
 			cur.More = true
-			msgs = append(msgs, catalogMsg{})
+			msgs = append(msgs, catalogMsg{Delta: head.Delta})
 			cur, size = &msgs[len(msgs)-1], 0
 		}
+		size += n + 1
+		return cur
+	}
+	for _, n := range names {
+		wire := catalogName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDP: n.UDPPorts}
+		b, _ := json.Marshal(wire)
+		cur := room(len(b))
 		cur.Names = append(cur.Names, wire)
-		size += len(b) + 1
+	}
+	for _, g := range gone {
+		cur := room(len(g) + 3)
+		cur.Gone = append(cur.Gone, g)
 	}
 	return msgs
 }
@@ -145,6 +169,7 @@ func (m *catalogMsg) check() error {
 		kept = append(kept, n)
 	}
 	m.Names = kept
+	m.Gone = slices.DeleteFunc(m.Gone, func(g string) bool { return g == "" || len(g) > maxHostLen })
 	return nil
 }
 
@@ -198,12 +223,4 @@ func (s *catalogState) set(c Catalog) {
 	defer s.mu.Unlock()
 	s.current, s.known = c, true
 	s.changed.wake()
-}
-
-// sameCatalog reports whether a and b say the same.
-func sameCatalog(a, b Catalog) bool {
-	return a.Unavailable == b.Unavailable && slices.Equal(a.Notes, b.Notes) &&
-		slices.EqualFunc(a.Names, b.Names, func(x, y ClusterName) bool {
-			return x.Name == y.Name && slices.Equal(x.Aliases, y.Aliases) && slices.Equal(x.Ports, y.Ports) && slices.Equal(x.UDPPorts, y.UDPPorts)
-		})
 }

@@ -3,8 +3,10 @@ package tunnel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,4 +111,48 @@ func TestCarryRefusesAtOnce(t *testing.T) {
 		t.Fatalf("plug's refusal took %s", took)
 	}
 	t.Logf("refused in %s: %v", time.Since(start), err)
+}
+
+// TestCatalogChangeCostsEachRunOneSmallMessage: with 200 runs connected
+// to an agent whose cluster has 2,000 names, a Service created reaches
+// every run (the time it took is logged: the benchmark reports it), and
+// the agent sends each run a few hundred bytes for it, not the catalog
+// again: what it sends grows with the runs, not with the names.
+func TestCatalogChangeCostsEachRunOneSmallMessage(t *testing.T) {
+	const runs, names = 200, 2000
+	var cluster []tunnel.ClusterName
+	for i := range names {
+		n := fmt.Sprintf("service-%04d", i)
+		cluster = append(cluster, tunnel.ClusterName{Name: n, Aliases: []string{n + ".shop", n + ".shop.svc", n + ".shop.svc.cluster.local"}, Ports: []int{80, 9090}})
+	}
+	p := tunneltest.NewPlatform()
+	p.SetNames(cluster...)
+	addr, hostKey, _ := tunneltest.StartAgent(t, p, func(a *tunnel.Agent) { a.Limits = tunnel.Limits{Runs: runs + 1, RunsPerKey: runs, ConnsPerKey: runs} })
+	proxy := tunneltest.NewProxy(t, addr)
+	signer, _ := newKey(t)
+	sessions := make([]*tunnel.Session, runs)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Go(func() {
+			sessions[i], _ = connect(t, proxy.Addr(), hostKey, signer, tunnel.RunInfo{ID: fmt.Sprintf("run-%03d", i)})
+		})
+	}
+	wg.Wait()
+	for _, s := range sessions {
+		waitCatalog(t, s, 30*time.Second, "every name", func(c tunnel.Catalog) bool { return len(c.Names) == names })
+	}
+	whole := proxy.Down()
+
+	before := proxy.Down()
+	start := time.Now()
+	p.SetNames(append(cluster, tunnel.ClusterName{Name: "fresh", Aliases: []string{"fresh.shop"}, Ports: []int{8080}})...)
+	for _, s := range sessions {
+		waitCatalog(t, s, 30*time.Second, "fresh:8080", hasName("fresh", 8080))
+	}
+	took := time.Since(start)
+	perRun := float64(proxy.Down()-before) / runs
+	t.Logf("%d runs, %d names: the whole catalog cost %.0f bytes per run; one new name reached every run in %s, %.0f bytes per run", runs, names, float64(whole)/runs, took, perRun)
+	if perRun > 1024 {
+		t.Fatalf("one new name cost %.0f bytes per run (the whole catalog: %.0f); want a small message", perRun, float64(whole)/runs)
+	}
 }

@@ -115,3 +115,65 @@ func FuzzDecodeCatalog(f *testing.F) {
 		}
 	})
 }
+
+// TestCatalogFeedTellsChanges: a run that takes deltas is told the whole
+// catalog once, then only the names that changed, and ends with the same
+// catalog as the agent's; names plug keeps to itself (Unlisted) are never
+// told; a run that does not take deltas, or fell further behind than the
+// changes kept, gets the whole catalog.
+func TestCatalogFeedTellsChanges(t *testing.T) {
+	var f catalogFeed
+	cc := &clientConn{s: &Session{}}
+	update := func(since uint64, deltas bool) ([]catalogMsg, uint64) {
+		t.Helper()
+		frames, v, _ := f.update(since, deltas)
+		var msgs []catalogMsg
+		for _, b := range frames {
+			m, err := decodeMsg[catalogMsg](b[4:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, m)
+		}
+		return msgs, v
+	}
+	take := func(msgs []catalogMsg) {
+		t.Helper()
+		for _, m := range msgs {
+			cc.takeCatalog(m)
+		}
+	}
+	name := func(n string, port int) ClusterName {
+		return ClusterName{Name: n, Aliases: []string{n + ".shop"}, Ports: []int{port}}
+	}
+	helper := ClusterName{Name: "plug-vol-1", Ports: []int{445}, Unlisted: true}
+	f.set(normalize(Catalog{Names: []ClusterName{name("web", 80), name("api", 9000), helper}}))
+	msgs, v1 := update(0, true)
+	if len(msgs) != 1 || msgs[0].Delta || len(msgs[0].Names) != 2 {
+		t.Fatalf("the first catalog: %+v; want the whole catalog, 2 names, without the volume helper", msgs)
+	}
+	take(msgs)
+
+	f.set(normalize(Catalog{Names: []ClusterName{name("web", 8080), name("db", 5432), helper}, Notes: []string{"a note"}}))
+	msgs, v2 := update(v1, true)
+	want := catalogMsg{Delta: true, Notes: []string{"a note"}, Names: []catalogName{{Name: "db", Aliases: []string{"db.shop"}, Ports: []int{5432}}, {Name: "web", Aliases: []string{"web.shop"}, Ports: []int{8080}}}, Gone: []string{"api"}}
+	if len(msgs) != 1 || !reflect.DeepEqual(msgs[0], want) {
+		t.Fatalf("the change: %+v; want %+v", msgs, want)
+	}
+	take(msgs)
+	if got, _, _ := cc.s.Catalog(); !reflect.DeepEqual(got, Catalog{Names: []ClusterName{name("db", 5432), name("web", 8080)}, Notes: []string{"a note"}}) {
+		t.Fatalf("the run's catalog after the change: %+v", got)
+	}
+	if msgs, v := update(v2, true); len(msgs) != 0 || v != v2 {
+		t.Fatalf("a current run was told %+v", msgs)
+	}
+	if msgs, _ := update(v1, false); len(msgs) != 1 || msgs[0].Delta || len(msgs[0].Names) != 2 {
+		t.Fatalf("a run without deltas was told %+v; want the whole catalog", msgs)
+	}
+	for i := range maxCatalogChanges + 1 {
+		f.set(normalize(Catalog{Names: []ClusterName{name("web", 8080), name("db", 6000+i)}}))
+	}
+	if msgs, _ := update(v2, true); len(msgs) != 1 || msgs[0].Delta {
+		t.Fatalf("a run behind every kept change was told %+v; want the whole catalog", msgs)
+	}
+}

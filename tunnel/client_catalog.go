@@ -3,7 +3,10 @@ package tunnel
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 )
 
 // Catalog returns what the agent last said the run can consume, whether it
@@ -30,28 +33,63 @@ func (s *Session) Carry(ctx context.Context, c net.Conn, address string) error {
 	return nil
 }
 
-// takeCatalog collects the messages of one catalog and, at its last, makes
-// it the session's. Names past maxCatalogNames are dropped with a note.
+// pendingCatalog is a catalog, or a change of it, whose messages are
+// arriving.
+type pendingCatalog struct {
+	head  catalogMsg // the first message: Notes, Unavailable, Delta
+	names []ClusterName
+	gone  []string
+	full  bool // names past maxCatalogNames were dropped
+}
+
+// takeCatalog collects the messages of one catalog, or of one change of
+// it, and at its last makes the session's catalog of it. Names past
+// maxCatalogNames are dropped with a note.
 func (cc *clientConn) takeCatalog(m catalogMsg) {
 	p := cc.pendingCatalog
 	if p == nil {
-		p = &Catalog{Notes: m.Notes, Unavailable: m.Unavailable}
+		p = &pendingCatalog{head: m}
 		cc.pendingCatalog = p
 	}
 	for _, n := range m.Names {
-		if len(p.Names) == maxCatalogNames {
-			if !cc.catalogFull {
-				p.Notes = append(p.Notes, fmt.Sprintf("the cluster has more than %d names; this run knows the first %d", maxCatalogNames, maxCatalogNames))
-				cc.catalogFull = true
-			}
+		if len(p.names) == maxCatalogNames {
+			p.full = true
 			break
 		}
-		p.Names = append(p.Names, ClusterName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDPPorts: n.UDP})
+		p.names = append(p.names, ClusterName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDPPorts: n.UDP})
 	}
+	p.gone = append(p.gone, m.Gone[:min(len(m.Gone), maxCatalogNames-len(p.gone))]...)
 	if m.More {
 		return
 	}
-	cc.catalogFull = false
 	cc.pendingCatalog = nil
-	cc.s.names.set(*p)
+	names := p.names
+	if p.head.Delta {
+		cur, _, _ := cc.s.names.get()
+		names = applyNames(cur.Names, p.names, p.gone)
+	}
+	if len(names) > maxCatalogNames {
+		names, p.full = names[:maxCatalogNames], true
+	}
+	notes := p.head.Notes
+	if p.full {
+		notes = append(slices.Clip(notes), fmt.Sprintf("the cluster has more than %d names; this run knows the first %d", maxCatalogNames, maxCatalogNames))
+	}
+	cc.s.names.set(Catalog{Names: names, Notes: notes, Unavailable: p.head.Unavailable})
+}
+
+// applyNames returns names with the names of set added or replaced and
+// those of gone removed, sorted by name.
+func applyNames(names, set []ClusterName, gone []string) []ClusterName {
+	byName := make(map[string]ClusterName, len(names)+len(set))
+	for _, n := range names {
+		byName[n.Name] = n
+	}
+	for _, n := range set {
+		byName[n.Name] = n
+	}
+	for _, g := range gone {
+		delete(byName, g)
+	}
+	return slices.SortedFunc(maps.Values(byName), func(a, b ClusterName) int { return strings.Compare(a.Name, b.Name) })
 }

@@ -34,8 +34,7 @@ type clientConn struct {
 	carrying   atomic.Int32  // the callers being carried on this connection
 	lastCaller atomic.Int64  // when the last caller came, in Unix nanoseconds
 
-	pendingCatalog *Catalog // a catalog split over messages, until its last
-	catalogFull    bool     // the pending catalog reached maxCatalogNames
+	pendingCatalog *pendingCatalog // a catalog or a change split over messages, until its last
 
 	mu            sync.Mutex
 	waiters       map[string]chan serveOutcome   // per name, for the answer to a tcpip-forward
@@ -219,7 +218,7 @@ func (cc *clientConn) hello() (welcomeMsg, error) {
 	if run.Serves {
 		kind = kindServes
 	}
-	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes}
+	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true}
 	if err := cc.control.send(h); err != nil {
 		return welcomeMsg{}, unreachable(addr, err)
 	}

@@ -20,7 +20,7 @@ import (
 // question, asked without hello: status.go), env (a workload's
 // environment, likewise: env.go), agent_update (plug update --agent:
 // agentupdate.go). Agent to CLI: welcome, served, event,
-// ended, catalog (the names the run can consume, again at each change),
+// ended, catalog (the names the run can consume, then what changed),
 // goodbye (the acknowledgement: every name of the run is given back),
 // status (the answer), env_vars and env_done (the environment). Unknown
 // types are ignored, so either side may learn new ones.
@@ -64,6 +64,10 @@ type helloMsg struct {
 	// Stripes is the most channels the CLI carries one connection over
 	// (stripe.go); older CLIs send none and are not striped.
 	Stripes int `json:"stripes,omitempty"`
+	// Deltas says the CLI takes catalog messages with Delta: after the
+	// first catalog, the agent sends only what changed. Older CLIs send
+	// none and are sent the whole catalog at each change.
+	Deltas bool `json:"deltas,omitempty"`
 }
 
 // welcomeMsg answers a hello.
@@ -381,9 +385,14 @@ func (c *controlConn) send(m message) error {
 	if err != nil {
 		return err
 	}
+	return c.write(frame)
+}
+
+// write sends a frame encodeFrame made.
+func (c *controlConn) write(frame []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err = c.rw.Write(frame)
+	_, err := c.rw.Write(frame)
 	return err
 }
 

@@ -16,8 +16,9 @@
 // What SSH has no word for travels on plug's control channel ("control@plug",
 // see control.go): the run's identity in a hello, the agent's welcome, names
 // served, events, a run ended by the agent, the goodbye, and the catalog: the
-// names the run can consume (Platform.WatchNames), sent at once and again at
-// each change (Session.Catalog; Session.Carry joins a local connection to
+// names the run can consume (Platform.WatchNames), sent whole at once and
+// then, to a CLI that says it takes them, only the names that changed
+// (catalog_feed.go; Session.Catalog; Session.Carry joins a local connection to
 // one of them). A run outlives a
 // dropped connection for the agent's grace period: the CLI reconnects, says
 // hello with the same run id and key, asks for its names again, and keeps

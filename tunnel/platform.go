@@ -327,6 +327,10 @@ type ClusterName struct {
 	// server's, once default is offered. The agent keeps them; runs are
 	// not told them.
 	Protected []netip.Addr
+	// Unlisted marks one of plug's own objects that runs reach through
+	// plug itself (a volume helper's Service): the agent dials it for a
+	// run, but runs are not told it as a name.
+	Unlisted bool
 }
 
 // Holder identifies the run that holds a name, and the key it belongs to.

@@ -50,7 +50,8 @@ const maxNamespaces = 64
 // and "web.DATA.svc.DOMAIN" in another (a pod's short "web" is its own
 // namespace's). Services without TCP or UDP ports are left out, and so are plug's
 // own (those that select the agent's pod): runs neither serve nor reach
-// them. The Service kubernetes of namespace default, once listed, stands
+// them. A volume helper's Service is Unlisted: the agent dials it for the
+// run that mounts the volume, but no run is told it as a name. The Service kubernetes of namespace default, once listed, stands
 // for the API server's address (tunnel.ClusterName.Protected): runs reach
 // the API server by that name alone, as a pod does. A namespace the
 // agent may not follow is left out, said in NameNotes, and tried again
@@ -69,8 +70,16 @@ func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterN
 	err := w.follow(ctx, p.ns)
 	cancel()
 	wg.Wait()
+	w.mu.Lock()
+	w.closed = true // a publish pending is dropped: update is not called after WatchNames returns
+	w.mu.Unlock()
 	return err
 }
+
+// publishDelay gathers the events of a burst (a namespace's Services
+// applied at once) into one update: each update lists every name, so one
+// per event would cost the agent the namespace's size times the burst's.
+const publishDelay = 50 * time.Millisecond
 
 var _ tunnel.NameNoter = (*Platform)(nil)
 
@@ -108,7 +117,9 @@ type nameWatch struct {
 
 	mu       sync.Mutex
 	synced   bool                                 // the own namespace was listed
-	services map[string]map[string]k8sapi.Service // by namespace, by name
+	pending  bool                                 // a publish is due within publishDelay
+	closed   bool                                 // WatchNames returned
+	services map[string]map[string]k8sapi.Service // by namespace, by name, as kept (kept)
 	refused  map[string]string                    // namespace → why it is left out
 	last     []tunnel.ClusterName
 	notes    []string
@@ -120,9 +131,9 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 		Synced: func(items []k8sapi.Service) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			m := map[string]k8sapi.Service{}
+			m := make(map[string]k8sapi.Service, len(items))
 			for _, s := range items {
-				m[s.Metadata.Name] = s
+				m[s.Metadata.Name] = kept(s)
 			}
 			w.services[ns] = m
 			if _, was := w.refused[ns]; was {
@@ -139,12 +150,46 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 			defer w.mu.Unlock()
 			switch ev.Type {
 			case k8sapi.Added, k8sapi.Modified:
-				w.services[ns][ev.Object.Metadata.Name] = ev.Object
+				w.services[ns][ev.Object.Metadata.Name] = kept(ev.Object)
 			case k8sapi.Deleted:
 				delete(w.services[ns], ev.Object.Metadata.Name)
 			}
-			w.publish()
+			w.publishSoon()
 		},
+	})
+}
+
+// kept is what the agent keeps of a Service to tell its name: its name,
+// its LabelVolume, address, selector and ports' numbers and protocols;
+// not its other labels nor its annotations (kubectl's last-applied copy
+// of the whole object, among others), so that a Service costs the agent a
+// few hundred bytes.
+func kept(s k8sapi.Service) k8sapi.Service {
+	out := k8sapi.Service{Metadata: k8sapi.ObjectMeta{Name: s.Metadata.Name},
+		Spec: k8sapi.ServiceSpec{ClusterIP: s.Spec.ClusterIP, Selector: s.Spec.Selector}}
+	if v := s.Metadata.Labels[LabelVolume]; v != "" {
+		out.Metadata.Labels = map[string]string{LabelVolume: v}
+	}
+	for _, sp := range s.Spec.Ports {
+		out.Spec.Ports = append(out.Spec.Ports, k8sapi.ServicePort{Protocol: sp.Protocol, Port: sp.Port})
+	}
+	return out
+}
+
+// publishSoon publishes within publishDelay, once for every event until
+// then. w.mu is held.
+func (w *nameWatch) publishSoon() {
+	if w.pending {
+		return
+	}
+	w.pending = true
+	time.AfterFunc(publishDelay, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.pending = false
+		if !w.closed {
+			w.publish()
+		}
 	})
 }
 
@@ -258,6 +303,7 @@ func serviceNames(services map[string]k8sapi.Service, ns, domain string, own boo
 			Aliases:  []string{name + "." + ns, name + "." + ns + ".svc", name + "." + ns + ".svc." + domain},
 			Ports:    slices.Compact(ports),
 			UDPPorts: slices.Compact(udp),
+			Unlisted: services[name].Metadata.Labels[LabelVolume] != "", // a volume helper's, which its run reaches through its own port
 		}
 		if !own {
 			n.Name, n.Aliases = n.Aliases[0], n.Aliases[1:]
@@ -271,7 +317,7 @@ func serviceNames(services map[string]k8sapi.Service, ns, domain string, own boo
 }
 
 func sameName(a, b tunnel.ClusterName) bool {
-	return a.Name == b.Name && slices.Equal(a.Aliases, b.Aliases) && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.UDPPorts, b.UDPPorts) && slices.Equal(a.Protected, b.Protected)
+	return a.Name == b.Name && slices.Equal(a.Aliases, b.Aliases) && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.UDPPorts, b.UDPPorts) && slices.Equal(a.Protected, b.Protected) && a.Unlisted == b.Unlisted
 }
 
 // ParseNamespaces reads PLUG_NAMESPACES: the other namespaces whose

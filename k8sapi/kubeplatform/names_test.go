@@ -39,10 +39,15 @@ func TestServiceNames(t *testing.T) {
 		"none": svc("none"),
 		"api":  svc("api", k8sapi.ServicePort{Port: 9000}),
 	}
+	helper := svc("plug-vol-1", k8sapi.ServicePort{Port: 445})
+	helper.Metadata.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelVolume: "plug-vol-1"}
+	services["plug-vol-1"] = helper
 	got := serviceNames(services, "shop", "cluster.local", true)
 	want := []tunnel.ClusterName{
 		{Name: "api", Aliases: []string{"api.shop", "api.shop.svc", "api.shop.svc.cluster.local"}, Ports: []int{9000}},
 		{Name: "dns", Aliases: []string{"dns.shop", "dns.shop.svc", "dns.shop.svc.cluster.local"}, UDPPorts: []int{53}},
+		// A volume helper's Service: dialled for its run, told to none.
+		{Name: "plug-vol-1", Aliases: []string{"plug-vol-1.shop", "plug-vol-1.shop.svc", "plug-vol-1.shop.svc.cluster.local"}, Ports: []int{445}, Unlisted: true},
 		{Name: "web", Aliases: []string{"web.shop", "web.shop.svc", "web.shop.svc.cluster.local"}, Ports: []int{80, 8080}, UDPPorts: []int{80}},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -222,6 +222,26 @@ EOF
 # waits until they are ready. The agent's NodePort is 32222 unless another
 # namespace holds it.
 deploy() {
+	# The bench's runs all use one key, where as many developers would each
+	# have their own: its agent takes more from one key than the default
+	# caps allow (16 runs, 32 names, 32 SSH connections, 1000 connections
+	# through the agent, which its serve runs and lingering UDP flows share
+	# with the 1,000 concurrent connections).
+	deploy_agent PLUG_MAX_RUNS_PER_KEY=64 PLUG_MAX_NAMES_PER_KEY=128 \
+		PLUG_MAX_CONNECTIONS_PER_KEY=128 PLUG_MAX_CHANNELS_PER_KEY=4000
+	sed -e "s|BENCH_IMAGE|$BENCH_IMAGE|" -e "s|WORKLOAD_IMAGE|$WORKLOAD_IMAGE|" "$here/k8s.yaml" |
+		$KUBECTL -n "$KNS" apply -f - >/dev/null
+	$KUBECTL -n "$KNS" rollout status deployment/benchto --timeout=120s >/dev/null
+	$KUBECTL -n "$KNS" wait --for=condition=Ready pod/benchsrv pod/benchcli --timeout=120s >/dev/null
+	SERVER_IP=$($KUBECTL -n "$KNS" get pod benchsrv -o jsonpath='{.status.podIP}')
+	SERVER_CLUSTER_IP=$($KUBECTL -n "$KNS" get svc benchsrv -o jsonpath='{.spec.clusterIP}')
+}
+
+# deploy_agent creates namespace KNS (deleting one an earlier run left)
+# with the agent of deploy/plug-k8s.yaml, on NodePort 32222 or the next
+# free one (NODEPORT), its environment set to the assignments given, and
+# waits until it runs.
+deploy_agent() {
 	if $KUBECTL get ns "$KNS" >/dev/null 2>&1; then
 		say "deleting namespace $KNS left by an earlier run"
 		$KUBECTL delete ns "$KNS" --timeout=120s >/dev/null
@@ -236,21 +256,8 @@ deploy() {
 	sed -e "s|image: plug:dev|image: $PLUG_IMAGE|" -e "s|nodePort: 32222|nodePort: $NODEPORT|" \
 		-e "s|\$(HOST_IP):32222|\$(HOST_IP):$NODEPORT|" "$repo/deploy/plug-k8s.yaml" |
 		$KUBECTL -n "$KNS" apply -f - >/dev/null
-	# The bench's runs all use one key, where as many developers would each
-	# have their own: its agent takes more from one key than the default
-	# caps allow (16 runs, 32 names, 32 SSH connections, 1000 connections
-	# through the agent, which its serve runs and lingering UDP flows share
-	# with the 1,000 concurrent connections).
-	$KUBECTL -n "$KNS" set env deployment/plug PLUG_MAX_RUNS_PER_KEY=64 \
-		PLUG_MAX_NAMES_PER_KEY=128 PLUG_MAX_CONNECTIONS_PER_KEY=128 \
-		PLUG_MAX_CHANNELS_PER_KEY=4000 >/dev/null
-	sed -e "s|BENCH_IMAGE|$BENCH_IMAGE|" -e "s|WORKLOAD_IMAGE|$WORKLOAD_IMAGE|" "$here/k8s.yaml" |
-		$KUBECTL -n "$KNS" apply -f - >/dev/null
+	$KUBECTL -n "$KNS" set env deployment/plug "$@" >/dev/null
 	$KUBECTL -n "$KNS" rollout status deployment/plug --timeout=120s >/dev/null
-	$KUBECTL -n "$KNS" rollout status deployment/benchto --timeout=120s >/dev/null
-	$KUBECTL -n "$KNS" wait --for=condition=Ready pod/benchsrv pod/benchcli --timeout=120s >/dev/null
-	SERVER_IP=$($KUBECTL -n "$KNS" get pod benchsrv -o jsonpath='{.status.podIP}')
-	SERVER_CLUSTER_IP=$($KUBECTL -n "$KNS" get svc benchsrv -o jsonpath='{.spec.clusterIP}')
 }
 
 # in_laptop runs a command in the laptop namespace, with the laptop's HOME.

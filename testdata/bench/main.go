@@ -14,6 +14,9 @@
 //	benchtool drive ...            one netem profile, every measurement, CSV rows
 //	benchtool footprint ...        binary and image sizes, dependency count, CSV rows
 //	benchtool report ...           the CSV as a Markdown table with ratios and targets
+//	benchtool names ...            cost against the namespace's size, CSV rows (scale.sh)
+//	benchtool seen NAME            (a run's command) say up, then seen once NAME resolves
+//	benchtool scalereport ...      names' CSV as a Markdown section and an SVG plot
 package main
 
 import (
@@ -21,7 +24,7 @@ import (
 	"os"
 )
 
-const usage = `usage: benchtool serve|idle|suite|udp|mark|poll|load|link|drive|footprint|report [flags]
+const usage = `usage: benchtool serve|idle|suite|udp|mark|poll|load|link|drive|footprint|report|names|seen|scalereport [flags]
 (benchtool CMD -h shows the flags of CMD)`
 
 func main() {
@@ -29,17 +32,20 @@ func main() {
 		fail(2, usage)
 	}
 	cmds := map[string]func([]string) error{
-		"serve":     serve,
-		"idle":      idle,
-		"suite":     suite,
-		"udp":       udpSuite,
-		"mark":      mark,
-		"poll":      poll,
-		"load":      load,
-		"link":      link,
-		"drive":     drive,
-		"footprint": footprint,
-		"report":    report,
+		"serve":       serve,
+		"idle":        idle,
+		"suite":       suite,
+		"udp":         udpSuite,
+		"mark":        mark,
+		"poll":        poll,
+		"load":        load,
+		"link":        link,
+		"drive":       drive,
+		"footprint":   footprint,
+		"report":      report,
+		"names":       names,
+		"seen":        seen,
+		"scalereport": scaleReport,
 	}
 	run := cmds[os.Args[1]]
 	if run == nil {

@@ -152,3 +152,17 @@ func readRSS(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("process %d has no VmRSS", pid)
 }
+
+// pidNow is the agent's process as last found, 0 if not found.
+func (s *rssSampler) pidNow() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid
+}
+
+// current is the agent's memory as last sampled.
+func (s *rssSampler) current() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}

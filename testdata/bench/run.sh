@@ -77,11 +77,15 @@ say "footprint"
 "$TOOL" report -csv "$CSV" -machine "$(machine)" -wan "$WAN_LINK" -command "./build.sh bench$(args_shown "$@")" \
 	-took "$(($(date +%s) - started))" -load "$load_start; at the end $(cut -d' ' -f1-3 /proc/loadavg)" >"$OUT/RESULTS.md"
 cat "$OUT/RESULTS.md"
-# A full run that measured everything is the one the README shows; the
-# section the tests' figures are in ("## Measured by the tests") is kept.
+# A full run that measured everything is the one the README shows. The
+# section scale.sh wrote (between its markers) and the one the tests'
+# figures are in ("## Measured by the tests") are kept.
 if [ "$QUICK" = 0 ] && [ -z "${FAILED:-}" ]; then
-	{ cat "$OUT/RESULTS.md"; sed -n '/^## Measured by the tests$/,$p' "$here/RESULTS.md"; } >"$OUT/RESULTS.md.full"
-	mv "$OUT/RESULTS.md.full" "$here/RESULTS.md"
+	sed -n '/^<!-- scale -->$/,/^<!-- \/scale -->$/p' "$here/RESULTS.md" >"$WORK/scale-section"
+	sed -n '/^## Measured by the tests$/,$p' "$here/RESULTS.md" | sed '/^<!-- scale -->$/,/^<!-- \/scale -->$/d' >"$WORK/tests-section"
+	cp "$OUT/RESULTS.md" "$here/RESULTS.md"
+	[ ! -s "$WORK/scale-section" ] || { echo && cat "$WORK/scale-section"; } >>"$here/RESULTS.md"
+	[ ! -s "$WORK/tests-section" ] || { echo && cat "$WORK/tests-section"; } >>"$here/RESULTS.md"
 fi
 say "wrote $CSV and $OUT/RESULTS.md in $(($(date +%s) - started)) s"
 [ -z "${FAILED:-}" ] || die "some measurements failed: see the table's last section"

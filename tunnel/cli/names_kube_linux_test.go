@@ -294,6 +294,34 @@ while getent hosts late > /dev/null; do sleep 0.02; done; touch gone`
 	t.Logf("plug:\n%s", stderr.String())
 }
 
+// TestKubeNewServiceInANewRun: a run started right after a Service was
+// created resolves it by every form at once: `plug -c -- getent hosts
+// NAME` of a Service made a moment ago works. Then, while a run lasts,
+// a Service changed to other ports is reached on them (told to the run as
+// a change of one name).
+func TestKubeNewServiceInANewRun(t *testing.T) {
+	k := needKubeRun(t)
+	ns := k.Namespace
+	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: fresh}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n")
+	created := time.Now()
+	code, stdout, stderr := k.plug(t, "-p", "kube", "-c", "--", "getent", "hosts", "fresh", "fresh."+ns, "fresh."+ns+".svc.cluster.local")
+	t.Logf("plug -c -- getent hosts fresh, started at once after kubectl apply, ended %s later:\n%s%s", time.Since(created), stdout, stderr)
+	if code != 0 || strings.Count(stdout, "\n127.") != 2 || !strings.HasPrefix(stdout, "127.") {
+		t.Fatalf("exit %d; want 0 and three lines, one per form of the name", code)
+	}
+
+	dir := k.dir(t)
+	run, _ := k.startScript(t, `cd `+dir+` && touch started
+until curl -sS --max-time 5 http://fresh:18081/ > answer 2>/dev/null; do sleep 0.05; done; touch reached`)
+	waitFile(t, filepath.Join(dir, "started"), clustertest.Settle)
+	k.Apply(t, "apiVersion: v1\nkind: Service\nmetadata: {name: fresh}\nspec:\n  selector: {app: web}\n  ports: [{port: 18081, targetPort: 8080}]\n")
+	changed := time.Now()
+	waitFile(t, filepath.Join(dir, "reached"), clustertest.Settle)
+	t.Logf("the Service's new port answered by name %s after kubectl apply returned", time.Since(changed))
+	run.Process.Kill()
+	run.Wait()
+}
+
 // TestKubeNoEndpointsRefused: a Service without ready endpoints refuses
 // CMD's connection within a second.
 func TestKubeNoEndpointsRefused(t *testing.T) {

@@ -238,6 +238,11 @@ func TestVolumePVCRestricted(t *testing.T) {
 	r.cmd.Wait()
 	took := k.awaitNoHelpers(t, clustertest.Settle)
 	t.Logf("Ctrl-C: the helper pod and Service were gone %s after plug exited", took.Round(100*time.Millisecond))
+	// The helper's Service is plug's own: the run reaches it through its
+	// own port, and is never told it as a name of the cluster.
+	if said := r.said(); strings.Contains(said, "by name: plug-vol-") || strings.Contains(said, "new in the cluster: plug-vol-") {
+		t.Errorf("the run was told the volume helper's Service as a cluster name:\n%s", said)
+	}
 
 	// An emptyDir is refused with the reason, and nothing is created.
 	code, _, stderr := runPlug(t, "-p", "kube", "-v", "deploy/web:scratch", "--", "true")

@@ -14,14 +14,20 @@ import (
 // started them: the claim is held by the kernel for the run's process and
 // ends with it, even after kill -9.
 type Pool struct {
-	next   func() (netip.Addr, bool) // the next candidate address
+	next func() (netip.Addr, bool) // the next candidate address
+	// skip, if not nil, moves next past the addresses near the last
+	// candidate, which another run holds: runs claim their addresses in
+	// runs of consecutive ones.
+	skip   func()
 	claims []io.Closer
 }
 
 // maxTries bounds the addresses one Take tries: where every address
 // answers (Linux, Windows) the pool has 16,384×254 of them, and when
 // something holds them all (a UDP port Windows reserves makes every claim
-// fail), trying them all would take hours.
+// fail), trying them all would take hours. There, an address held
+// elsewhere skips the rest of its /24 block: another run's thousands of
+// names cost a few tries, not one each.
 const maxTries = 256
 
 // errPoolExhausted is returned when no candidate address is left, or
@@ -38,6 +44,9 @@ func (p *Pool) Take() (netip.Addr, error) {
 		}
 		claim, err := claimAddress(addr)
 		if errors.Is(err, errClaimedElsewhere) {
+			if p.skip != nil {
+				p.skip()
+			}
 			continue
 		}
 		if err != nil {
@@ -65,19 +74,24 @@ var errClaimedElsewhere = errors.New("the address is claimed by another plug run
 // 127.0.0.0/8 answers on loopback without configuration (Linux, Windows).
 // 127.0.0.0/16 (127.0.0.1, 127.0.1.1 and systemd-resolved's 127.0.0.53)
 // is never used.
-func blockPool() *Pool {
-	const first, blocks = 64 << 8, 64 << 8 // 127.64.0.0/24, and 16384 blocks
-	start := rand.IntN(blocks)
+func blockPool() *Pool { return blockPoolFrom(rand.IntN(poolBlocks)) }
+
+// poolBlocks is how many /24 blocks blockPool walks.
+const poolBlocks = 64 << 8
+
+// blockPoolFrom is blockPool starting at block start of the range.
+func blockPoolFrom(start int) *Pool {
+	const first = 64 << 8 // 127.64.0.0/24
 	i := 0
 	return &Pool{next: func() (netip.Addr, bool) {
-		if i >= blocks*254 {
+		if i >= poolBlocks*254 {
 			return netip.Addr{}, false
 		}
-		block := first + (start+i/254)%blocks
+		block := first + (start+i/254)%poolBlocks
 		host := 1 + i%254
 		i++
 		return netip.AddrFrom4([4]byte{127, byte(block >> 8), byte(block), byte(host)}), true
-	}}
+	}, skip: func() { i = ((i-1)/254 + 1) * 254 }}
 }
 
 // rangePool walks a fixed range of addresses, from first to last.

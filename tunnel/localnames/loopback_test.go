@@ -82,3 +82,24 @@ func TestPoolTakeGivesUp(t *testing.T) {
 		t.Fatal("Take is still trying after a second")
 	}
 }
+
+// TestBlockPoolSkipsAnotherRunsAddresses: a run whose walk starts where
+// another run holds a thousand names' addresses still gets an address for
+// each of its names, after a few tries.
+func TestBlockPoolSkipsAnotherRunsAddresses(t *testing.T) {
+	start := 5000 + int(time.Now().UnixNano()%1000) // apart from other tests' and runs' (random) starts
+	held := blockPoolFrom(start)
+	defer held.Close()
+	for range 1000 {
+		if _, err := held.Take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := blockPoolFrom(start)
+	defer p.Close()
+	for i := range 10 {
+		if _, err := p.Take(); err != nil {
+			t.Fatalf("name %d of a run starting where another holds 1,000 addresses: %v", i+1, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package tunneltest
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -15,6 +16,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	frozen bool
+
+	down atomic.Int64 // bytes passed from the target to the clients
 }
 
 // NewProxy listens on 127.0.0.1 and passes every connection to target,
@@ -40,6 +43,10 @@ func (p *Proxy) Close() {
 
 // Addr is the address to connect to instead of the target.
 func (p *Proxy) Addr() string { return p.l.Addr().String() }
+
+// Down is how many bytes the proxy has passed from the target to its
+// clients, on every connection, so far.
+func (p *Proxy) Down() int64 { return p.down.Load() }
 
 // Cut closes every live connection, both sides, as a network failure
 // would; new connections are passed on as before.
@@ -101,13 +108,13 @@ func (p *Proxy) join(c net.Conn) {
 	p.mu.Lock()
 	p.conns[up] = struct{}{}
 	p.mu.Unlock()
-	go p.copy(up, c)
-	p.copy(c, up)
+	go p.copy(up, c, nil)
+	p.copy(c, up, &p.down)
 }
 
-// copy passes src to dst, dropping what arrives while frozen, and closes
-// both when src ends.
-func (p *Proxy) copy(dst, src net.Conn) {
+// copy passes src to dst, dropping what arrives while frozen, adding what
+// it passed to count (if not nil), and closes both when src ends.
+func (p *Proxy) copy(dst, src net.Conn, count *atomic.Int64) {
 	defer func() {
 		dst.Close()
 		src.Close()
@@ -122,6 +129,9 @@ func (p *Proxy) copy(dst, src net.Conn) {
 		if n > 0 && !p.isFrozen() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if count != nil {
+				count.Add(int64(n))
 			}
 		}
 		if err != nil {
