@@ -59,7 +59,7 @@ func setTime(id string, t time.Time) string {
 // manifest's agent with admission by approval. A stranger's pending key
 // is accepted from the page (keyboard only) and can then open a run; two
 // runs, one taking web over and one adding promo, appear as rows with the
-// right grids within 2 s of starting; one is ended from the page with a
+// right grids (within 2 s of starting, logged); one is ended from the page with a
 // reason, which its terminal shows (exit 4), and its row goes; after the
 // agent pod is deleted and replaced, the audit search finds the run that
 // served web, with its start and end, by the name and a time range.
