@@ -593,13 +593,15 @@ func TestAServedNameListensOnTheAgentsOwnAddressOnly(t *testing.T) {
 // a plain SSH client with signer, and has it dial target in the cluster:
 // it sends a line and expects it echoed, within 5 s in all.
 func dialThroughFrom(from, addr string, hostKey ssh.PublicKey, signer ssh.Signer, target string) error {
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	// The CLI's connect has no timeout of its own; 15 s leaves room for
+	// SYNs the kernel dropped while a flood filled the listen backlog.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 15 * time.Second}
 	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	nc.SetDeadline(time.Now().Add(15 * time.Second))
 	conn, chans, reqs, err := ssh.NewClientConn(nc, addr, &ssh.ClientConfig{User: "dev", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(hostKey)})
 	if err != nil {
 		return err
