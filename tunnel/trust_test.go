@@ -591,7 +591,7 @@ func TestAServedNameListensOnTheAgentsOwnAddressOnly(t *testing.T) {
 
 // dialThroughFrom connects to the agent at addr from the local address from, as
 // a plain SSH client with signer, and has it dial target in the cluster:
-// it sends a line and expects it echoed, within 5 s in all.
+// it sends a line and expects it echoed, within 15 s in all.
 func dialThroughFrom(from, addr string, hostKey ssh.PublicKey, signer ssh.Signer, target string) error {
 	// The CLI's connect has no timeout of its own; 15 s leaves room for
 	// SYNs the kernel dropped while a flood filled the listen backlog.
