@@ -15,16 +15,6 @@ import (
 	"plug/tunnel/clustertest"
 )
 
-// openServeNew sets PLUG_OPEN_SERVE=new in the manifest, as its comment
-// says.
-func openServeNew(m string) string {
-	const off = "            # - name: PLUG_OPEN_SERVE\n            #   value: new\n"
-	if !strings.Contains(m, off) {
-		panic("the manifest no longer carries PLUG_OPEN_SERVE commented out")
-	}
-	return strings.Replace(m, off, "            - name: PLUG_OPEN_SERVE\n              value: new\n", 1)
-}
-
 // Acceptance 2 and 3 on the real cluster, with the manifest's agent at two
 // replicas, open admission and PLUG_OPEN_SERVE=new: a key nobody vouched
 // for is refused the takeover of the deployed web, naming the switch, and
@@ -41,7 +31,7 @@ func TestDeployedTwoReplicasDenyAKey(t *testing.T) {
 	k.setupClients(t)
 	k.deployWeb(t, 1)
 	before := k.snapshot(t, "web")
-	a := deployAgent(t, k, image, twoReplicas, openServeNew)
+	a := deployAgent(t, k, image, twoReplicas, clustertest.ManifestEnv("PLUG_OPEN_SERVE", "new"))
 	out := k.Kubectl(t, "get", "pod", "-l", "app.kubernetes.io/name=plug", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.podIP}{\"\\n\"}{end}")
 	var pods, ips []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {

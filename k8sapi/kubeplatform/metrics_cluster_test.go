@@ -20,13 +20,7 @@ func TestMetricsOfTheDeployedAgentShowTheRun(t *testing.T) {
 		clustertest.Unavailable(t, "curl is not installed: apt-get install curl")
 	}
 	k.deployWeb(t, 1)
-	a := deployAgent(t, k, image, func(m string) string {
-		off := "            # - name: PLUG_METRICS_ADDR\n            #   value: \":9090\"\n"
-		if !strings.Contains(m, off) {
-			t.Fatal("the manifest has no PLUG_METRICS_ADDR as the test knows it")
-		}
-		return strings.Replace(m, off, "            - name: PLUG_METRICS_ADDR\n              value: \":9090\"\n", 1)
-	})
+	a := deployAgent(t, k, image, clustertest.ManifestEnv("PLUG_METRICS_ADDR", `":9090"`))
 	s := a.connect(t)
 	a.serveWeb(t, s)
 	_, ip := a.newestPod()

@@ -26,16 +26,6 @@ import (
 	"plug/tunnel/tunneltest"
 )
 
-// inviteMode turns admission by approval on in the manifest, as its
-// comment says.
-func inviteMode(m string) string {
-	const off = "            # - name: PLUG_ADMISSION\n            #   value: invite\n"
-	if !strings.Contains(m, off) {
-		panic("the manifest no longer carries PLUG_ADMISSION commented out")
-	}
-	return strings.Replace(m, off, "            - name: PLUG_ADMISSION\n              value: invite\n", 1)
-}
-
 // twoReplicas runs the manifest's agent as two pods.
 func twoReplicas(m string) string {
 	const one = "  replicas: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: plug"
@@ -180,7 +170,7 @@ func TestDeployedAdmissionAndAScriptedDay(t *testing.T) {
 	k.deployWeb(t, 1)
 	before := k.snapshot(t, "web")
 	plug := buildPlug(t)
-	a := deployAgent(t, k, image, inviteMode)
+	a := deployAgent(t, k, image, clustertest.ManifestEnv("PLUG_ADMISSION", "invite"))
 	pod := a.pod(t)
 	alice := newDeveloper(t, plug, a.relay.addr, a.hostKey, "alice")
 	bob := newDeveloper(t, plug, a.relay.addr, a.hostKey, "bob")
@@ -384,7 +374,7 @@ func TestDeployedTwoReplicasWhoAndEnd(t *testing.T) {
 	k.setupClients(t)
 	k.deployWeb(t, 1)
 	before := k.snapshot(t, "web")
-	a := deployAgent(t, k, image, inviteMode, twoReplicas)
+	a := deployAgent(t, k, image, clustertest.ManifestEnv("PLUG_ADMISSION", "invite"), twoReplicas)
 	ips := strings.Fields(k.Kubectl(t, "get", "pod", "-l", "app.kubernetes.io/name=plug", "-o", "jsonpath={.items[*].status.podIP}"))
 	if len(ips) != 2 {
 		t.Fatalf("agent pods at %v, want two", ips)

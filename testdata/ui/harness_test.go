@@ -36,16 +36,6 @@ func buildPlug(t *testing.T) string {
 	return bin
 }
 
-// inviteMode turns admission by approval on in the manifest, as its
-// comment says.
-func inviteMode(m string) string {
-	const off = "            # - name: PLUG_ADMISSION\n            #   value: invite\n"
-	if !strings.Contains(m, off) {
-		panic("the manifest no longer carries PLUG_ADMISSION commented out")
-	}
-	return strings.Replace(m, off, "            - name: PLUG_ADMISSION\n              value: invite\n", 1)
-}
-
 // webManifest is a Deployment and Service "web" answering "deployed".
 func webManifest(image string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1

@@ -70,7 +70,7 @@ func TestTheTeamsPage(t *testing.T) {
 	b := startBrowser(t)
 	plug := buildPlug(t)
 	k.Apply(t, webManifest(k.WorkloadImage))
-	k.ApplyAgentManifest(t, image, 0, inviteMode)
+	k.ApplyAgentManifest(t, image, 0, clustertest.ManifestEnv("PLUG_ADMISSION", "invite"))
 	k.Kubectl(t, "rollout", "status", "deployment/plug", "--timeout=120s")
 	k.Kubectl(t, "rollout", "status", "deployment/web", "--timeout=120s")
 	addr, hostKey := agentAddr(t, k)

@@ -185,13 +185,7 @@ spec:
 // API server's address stays refused by address, by an ExternalName
 // Service resolving there, and on another port.
 func TestDeployedAgentReachesTheAPIServerByName(t *testing.T) {
-	k := needDeployedKubeRun(t, func(m string) string {
-		commented := "            # - name: PLUG_NAMESPACES\n            #   value: data,messaging\n"
-		if !strings.Contains(m, commented) {
-			t.Fatal("the manifest has no PLUG_NAMESPACES lines to uncomment")
-		}
-		return strings.Replace(m, commented, "            - name: PLUG_NAMESPACES\n              value: default\n", 1)
-	})
+	k := needDeployedKubeRun(t, clustertest.ManifestEnv("PLUG_NAMESPACES", "default"))
 	if can := strings.TrimSpace(k.Kubectl(t, "auth", "can-i", "list", "pods", "--as=system:serviceaccount:"+k.Namespace+":plug")); can != "yes" {
 		t.Fatalf("the agent's ServiceAccount may list pods: %q, want yes (the manifest's Role)", can)
 	}

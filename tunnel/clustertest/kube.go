@@ -232,6 +232,24 @@ func (k *Kube) ApplyAgentManifest(t testing.TB, image string, uid int, edits ...
 	k.Apply(t, m)
 }
 
+// ManifestEnv is an edit for ApplyAgentManifest: it uncomments the
+// manifest's example entry of the agent's environment variable name and
+// sets it to value (YAML, as it would be written there). It panics when
+// the manifest carries no such example: the test and the manifest
+// disagree.
+func ManifestEnv(name, value string) func(string) string {
+	return func(m string) string {
+		const indent = "            "
+		entry := indent + "# - name: " + name + "\n" + indent + "#   value: "
+		i := strings.Index(m, entry)
+		if i < 0 {
+			panic("deploy/plug-k8s.yaml no longer carries " + name + " commented out")
+		}
+		end := i + len(entry) + strings.IndexByte(m[i+len(entry):], '\n') + 1
+		return m[:i] + indent + "- name: " + name + "\n" + indent + "  value: " + value + "\n" + m[end:]
+	}
+}
+
 // repoRoot is the checkout's top directory: the nearest parent of the
 // test's directory that holds deploy/plug-k8s.yaml.
 func repoRoot(t testing.TB) string {
