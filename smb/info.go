@@ -157,7 +157,7 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = le.AppendUint32(nil, uint32(wire.UTF16Len(name)))
 		return wire.AppendUTF16(b, name), 4, wire.StatusSuccess
 	case fileAllInformation:
-		if !needAttr() {
+		if !needAttr() && o.access&accAppendData == 0 {
 			return nil, 0, wire.StatusAccessDenied
 		}
 		b = appendBasic(nil, st, attrs)
