@@ -1021,10 +1021,14 @@ func (s *Server) release(o *open) {
 		}
 	}
 	// A directory whose delete is pending while others hold it open (a
-	// client watching it) goes when its deleter closes, as on a local disk,
-	// so that its name can be made again at once; the watches are told.
+	// client watching it) goes as soon as none of them could cancel the
+	// delete (none has DELETE access), as on a local disk, so that its
+	// name can be made again at once; the watches are told.
 	watched := n != nil && n.isDir && n.deletePending && len(n.opens) > 0
-	early := watched && !n.unlinked && o.access&accDelete != 0
+	early := watched && !n.unlinked
+	for i := 0; early && i < len(n.opens); i++ {
+		early = n.opens[i].access&accDelete == 0
+	}
 	if early {
 		path = n.path
 	}

@@ -70,7 +70,8 @@ What a client gets:
   through the share, and of names the pod adds, removes and renames, seen by
   inotify and told 50 ms after inotify reports them; deleting a directory
   another client watches tells that client, and the directory goes at once,
-  so that its name can be made again, as npm does), server-side copy
+  so that its name can be made again, as npm does, unless a client holding
+  it could still cancel the delete: it has DELETE access), server-side copy
   (FSCTL_SRV_COPYCHUNK), sparse files and compounded requests work.
 - A rename over a file other clients have open replaces it, as on a local
   disk (an editor's atomic save): their handles keep the old file and lose
