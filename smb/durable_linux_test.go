@@ -4,7 +4,10 @@ package smb_test
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,9 +46,10 @@ func TestDurableReconnectTorture(t *testing.T) {
 }
 
 // durableOpen is an impacket script that opens name with a batch oplock
-// and a durable v2 request for timeoutMs, takes an exclusive lock on its
-// first byte, prints the FileId and leaves without closing anything: the
-// process exits and its TCP connection is cut.
+// and a durable v2 request for timeoutMs as fid, takes an exclusive lock
+// on its first byte and prints the FileId. durableExit then leaves
+// without closing anything: the process exits and its TCP connection is
+// cut.
 const durableOpen = `
 import os, struct
 from impacket.smb3structs import *
@@ -71,7 +75,27 @@ p['Data'] = l
 if not s.recvSMB(s.sendSMB(p)).isValidAnswer(STATUS_SUCCESS):
     raise SystemExit('lock refused')
 print('fid', fid.hex(), flush=True)
+`
+
+const durableExit = `
 os._exit(0)
+`
+
+// durableUnlock is an impacket script that unlocks the first byte of the
+// reconnected open h and prints "unlocked", or the error.
+const durableUnlock = `
+lock = SMB2_LOCK_ELEMENT()
+lock['Offset'], lock['Length'], lock['Flags'] = 0, 1, SMB2_LOCKFLAG_UNLOCK
+p = s.SMB_PACKET()
+p['Command'], p['TreeID'] = SMB2_LOCK, tid
+l = SMB2Lock()
+l['FileID'], l['LockCount'], l['Locks'] = h, 1, lock.getData()
+p['Data'] = l
+try:
+    s.recvSMB(s.sendSMB(p)).isValidAnswer(STATUS_SUCCESS)
+    print('unlocked')
+except Exception as e:
+    print('unlock', e)
 `
 
 // durableReconnect is an impacket script that reconnects to the durable
@@ -101,7 +125,7 @@ except Exception as e:
 // it), and can no longer be reconnected to.
 func TestDurableScavenged(t *testing.T) {
 	s := startServer(t)
-	out := s.mustImpacket(t, fmt.Sprintf(durableOpen, "parked.txt", 1000))
+	out := s.mustImpacket(t, fmt.Sprintf(durableOpen, "parked.txt", 1000)+durableExit)
 	fid := strings.TrimSpace(strings.TrimPrefix(lastLine([]byte(out)), "fid"))
 	if len(fid) != 32 {
 		t.Fatalf("no FileId from the durable open:\n%s", out)
@@ -122,26 +146,115 @@ func TestDurableScavenged(t *testing.T) {
 // timeout, and that the lock is still its own: unlocking it succeeds.
 func TestDurableReconnectKeepsLock(t *testing.T) {
 	s := startServer(t)
-	out := s.mustImpacket(t, fmt.Sprintf(durableOpen, "kept.txt", 300000))
+	out := s.mustImpacket(t, fmt.Sprintf(durableOpen, "kept.txt", 300000)+durableExit)
 	fid := strings.TrimSpace(strings.TrimPrefix(lastLine([]byte(out)), "fid"))
 	if len(fid) != 32 {
 		t.Fatalf("no FileId from the durable open:\n%s", out)
 	}
-	out = s.mustImpacket(t, fmt.Sprintf(durableReconnect, fid)+`
-lock = SMB2_LOCK_ELEMENT()
-lock['Offset'], lock['Length'], lock['Flags'] = 0, 1, SMB2_LOCKFLAG_UNLOCK
-p = s.SMB_PACKET()
-p['Command'], p['TreeID'] = SMB2_LOCK, tid
-l = SMB2Lock()
-l['FileID'], l['LockCount'], l['Locks'] = h, 1, lock.getData()
-p['Data'] = l
-try:
-    s.recvSMB(s.sendSMB(p)).isValidAnswer(STATUS_SUCCESS)
-    print('unlocked')
-except Exception as e:
-    print('unlock', e)
-`)
+	out = s.mustImpacket(t, fmt.Sprintf(durableReconnect, fid)+durableUnlock)
 	if !strings.Contains(out, "back\nunlocked") {
 		t.Errorf("reconnect and unlock of the lock held before the cut: want back and unlocked, got:\n%s", out)
 	}
+}
+
+// TestDurableSurvivesCutConnection: a client whose TCP connection is cut
+// (reset) by the network between it and the server, with a file open
+// durably, data written and a lock held, connects again from the same
+// process, takes the open back, reads what it wrote through it and
+// unlocks its lock.
+func TestDurableSurvivesCutConnection(t *testing.T) {
+	s := startServer(t)
+	proxy := newCutProxy(t, s.addr)
+	// The client reaches the server through the proxy; it asks the proxy
+	// to cut its connections by connecting to cutPort, and waits for that.
+	via := *s
+	via.port = proxy.port
+	out := via.mustImpacket(t, fmt.Sprintf(durableOpen, "cut.txt", 60000)+fmt.Sprintf(`
+s.write(tid, fid, b'written before the cut', 0, 22)
+import socket
+socket.create_connection(('127.0.0.1', %s)).recv(1)
+try:
+    s.read(tid, fid, 0, 10)
+    print('the old connection still works')
+except Exception:
+    print('cut')
+conn = SMBConnection('127.0.0.1', '127.0.0.1', sess_port=%s)
+conn.login(%q, %q)
+`, proxy.cutPort, proxy.port, testUser, testPass)+strings.Replace(durableReconnect, "%q", "fid.hex()", 1)+`
+print('read', s.read(tid, h, 0, 100))
+`+durableUnlock)
+	if !strings.Contains(out, "cut\nback\nread b'written before the cut'\nunlocked") {
+		t.Fatalf("after the cut: want cut, back, the data written and unlocked, got:\n%s", out)
+	}
+	if n := proxy.cuts(); n != 1 {
+		t.Fatalf("the proxy cut %d connections, want the client's one", n)
+	}
+}
+
+// cutProxy forwards TCP connections on a port of its own to a server,
+// and cuts (resets) all of them when a connection comes to its cutPort.
+type cutProxy struct {
+	port, cutPort string
+	mu            sync.Mutex
+	conns         []net.Conn
+	cut           int
+}
+
+func newCutProxy(t *testing.T, to string) *cutProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(); cl.Close() })
+	p := &cutProxy{}
+	_, p.port, _ = net.SplitHostPort(l.Addr().String())
+	_, p.cutPort, _ = net.SplitHostPort(cl.Addr().String())
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	go func() {
+		for {
+			c, err := cl.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			for _, x := range p.conns {
+				x.(*net.TCPConn).SetLinger(0) // a reset, as a dropped link ends
+				x.Close()
+			}
+			p.cut += len(p.conns) / 2
+			p.conns = nil
+			p.mu.Unlock()
+			c.Close()
+		}
+	}()
+	return p
+}
+
+// cuts is how many proxied connections were cut.
+func (p *cutProxy) cuts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut
 }

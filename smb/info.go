@@ -157,7 +157,10 @@ func (c *conn) fileInformation(o *open, st *fileStat, class uint8) ([]byte, int,
 		b = le.AppendUint32(nil, uint32(wire.UTF16Len(name)))
 		return wire.AppendUTF16(b, name), 4, wire.StatusSuccess
 	case fileAllInformation:
-		if !needAttr() {
+		// Unlike Windows, a handle that may append may also read this:
+		// libsmbclient opens to append without FILE_READ_ATTRIBUTES and
+		// asks it for the end of the file, failing the open otherwise.
+		if !needAttr() && o.access&accAppendData == 0 {
 			return nil, 0, wire.StatusAccessDenied
 		}
 		b = appendBasic(nil, st, attrs)

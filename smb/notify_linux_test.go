@@ -156,8 +156,8 @@ func TestChangeNotifyFromDisk(t *testing.T) {
 }
 
 // TestDeleteWatchedDir: deleting a directory another client watches tells
-// the watcher (STATUS_DELETE_PENDING), the directory goes once the watcher
-// closes it, and the name can be made again (npm's delete and recreate).
+// the watcher (STATUS_DELETE_PENDING), the directory goes from disk, and
+// the name can be made again (npm's delete and recreate).
 func TestDeleteWatchedDir(t *testing.T) {
 	s := startServer(t)
 	os.Mkdir(filepath.Join(s.dir, "watched"), 0755)
@@ -189,7 +189,7 @@ func TestDeleteWatchedDir(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the watcher was not told that its directory is deleted")
 	}
-	clustertest.Eventually(t, 30*time.Second, "the directory gone once its watcher closed it", func() error {
+	clustertest.Eventually(t, 30*time.Second, "the directory gone", func() error {
 		if _, err := os.Stat(filepath.Join(s.dir, "watched")); err == nil {
 			return errors.New("still on disk")
 		}

@@ -83,8 +83,11 @@ type fileNode struct {
 	isDir         bool
 	opens         []*open
 	deletePending bool
-	locks         []byteLock
-	waiters       []*lockWait
+	// unlinked: its name went while it was open (a directory deleted while
+	// others held it, a file another was renamed over); path is stale.
+	unlinked bool
+	locks    []byteLock
+	waiters  []*lockWait
 	// breakDone is closed when the oplock breaks under way end; levelII
 	// counts the opens holding level II oplocks.
 	breakDone chan struct{}
@@ -1013,14 +1016,29 @@ func (s *Server) release(o *open) {
 		}
 		waits = n.dropLocks(o)
 		if len(n.opens) == 0 {
-			del, path = n.deletePending, n.path
+			del, path = n.deletePending && !n.unlinked, n.path
 			delete(ft.nodes, n.key)
 		}
 	}
-	// A directory whose delete is pending while others hold it open: their
-	// watches are told (and the directory goes when they close).
+	// A directory whose delete is pending while others hold it open (a
+	// client watching it) goes as soon as none of them could cancel the
+	// delete (none has DELETE access), as on a local disk, so that its
+	// name can be made again at once; the watches are told.
 	watched := n != nil && n.isDir && n.deletePending && len(n.opens) > 0
+	early := watched && !n.unlinked
+	for i := 0; early && i < len(n.opens); i++ {
+		early = n.opens[i].access&accDelete == 0
+	}
+	if early {
+		path = n.path
+	}
 	ft.mu.Unlock()
+	if early && s.root.remove(path, n.key, true) == nil {
+		ft.mu.Lock()
+		n.unlinked = true
+		ft.mu.Unlock()
+		s.notifyChange(path, notifyRemoved, true)
+	}
 	if watched {
 		s.dirGone(n, "")
 	}

@@ -284,9 +284,9 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	}
 	ft := &c.srv.files
 	ft.mu.Lock()
-	src := o.node.path
+	src, unlinked := o.node.path, o.node.unlinked
 	ft.mu.Unlock()
-	if src == "" {
+	if src == "" || unlinked {
 		return wire.StatusAccessDenied
 	}
 	if target == src {
@@ -335,18 +335,32 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	if dst, err := fstat(dfd); err == nil && ft.openWith(dst.key(), accDelete) {
 		return wire.StatusSharingViolation
 	}
+	// A file open elsewhere is replaced as on a local disk, where an
+	// editor saves by renaming over the file another program has open:
+	// its opens keep the old file, nameless, and lose their oplocks and
+	// leases. Not when one of them refuses deletion (no FILE_SHARE_DELETE),
+	// where Windows refuses it too. A file whose delete is pending (a
+	// client that renames by delete and rename, as libsmbclient does, while
+	// another has the file open) is replaced even without replace-if-exists.
+	// A hard link never replaces an open file.
+	var replaced *fileNode
 	if existing, err := lstatAt(dfd, dbase); err == nil {
-		if !replace {
-			return wire.StatusObjectNameCollision
-		}
-		if existing.isDir() {
-			return wire.StatusAccessDenied
-		}
 		ft.mu.Lock()
-		busy := ft.nodes[existing.key()] != nil && existing.key() != o.node.key
+		if existing.key() != o.node.key {
+			replaced = ft.nodes[existing.key()]
+		}
+		pending := replaced != nil && replaced.deletePending
+		refused := replaced != nil && replaced.conflicts(accDelete, shareRead|shareWrite|shareDelete)
 		ft.mu.Unlock()
-		if busy {
+		switch {
+		case !replace && !pending:
+			return wire.StatusObjectNameCollision
+		case existing.isDir(), refused, link && replaced != nil:
 			return wire.StatusAccessDenied
+		}
+		replace = true
+		if replaced != nil {
+			c.srv.breakFor(target, opener{access: accDelete, share: shareRead | shareWrite | shareDelete, overwrite: true})
 		}
 	}
 	if link {
@@ -371,6 +385,9 @@ func (c *conn) rename(r *request, o *open, buf []byte, link bool) uint32 {
 	}
 	ft.mu.Lock()
 	o.node.path = target
+	if replaced != nil {
+		replaced.unlinked = true
+	}
 	ft.mu.Unlock()
 	if sdir == ddir {
 		c.srv.notifyChange(src, notifyRenamedOld, o.isDir)

@@ -69,9 +69,18 @@ What a client gets:
   waiting for the holder's answer), change notification (of changes made
   through the share, and of names the pod adds, removes and renames, seen by
   inotify and told 50 ms after inotify reports them; deleting a directory
-  another client watches tells that client, and the directory goes when it
-  closes it), server-side copy (FSCTL_SRV_COPYCHUNK), sparse files and
-  compounded requests work.
+  another client watches tells that client, and the directory goes at once,
+  so that its name can be made again, as npm does, unless a client holding
+  it could still cancel the delete: it has DELETE access), server-side copy
+  (FSCTL_SRV_COPYCHUNK), sparse files and compounded requests work.
+- A rename over a file other clients have open replaces it, as on a local
+  disk (an editor's atomic save): their handles keep the old file and lose
+  their oplocks and leases. Where one of them refuses deletion (opened
+  without FILE_SHARE_DELETE) it is refused, as Windows refuses it. A file
+  whose delete is pending can be renamed over even without
+  replace-if-exists (libsmbclient renames over a file by deleting it first).
+  A handle opened to append may read the file's attributes (all
+  information): libsmbclient asks them to find the end.
 - Leases (v1 and v2) on files, granted and broken by Windows' rules; a client
   is told at once when another client's open, write or lock means its cache
   must go. Directories are not leased: a client lists a directory again.

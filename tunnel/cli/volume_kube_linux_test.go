@@ -452,3 +452,82 @@ spec:
         - name: owned
           persistentVolumeClaim: {claimName: owned}
 `
+
+// TestVolumeNotifyFromWorkload: a file the workload makes in its pod is
+// told to a client watching the volume's share (smbclient's notify,
+// through the run's port) within 1 s of the file's making, measured from
+// the file's change time on the node (this machine: the same clock).
+func TestVolumeNotifyFromWorkload(t *testing.T) {
+	k := needVolumeKube(t, clustertest.Restricted())
+	r := startVolume(t, "deploy/web:data")
+	stdbuf, err := exec.LookPath("stdbuf")
+	if err != nil {
+		clustertest.Unavailable(t, "stdbuf is not installed (coreutils)")
+	}
+	type told struct {
+		line string
+		at   time.Time
+	}
+	c := exec.Command(stdbuf, "-oL", "smbclient", "//127.0.0.1/volume", "-p", r.port, "-U", "plug%"+r.pass, "-m", "SMB3", "-c", `notify \`)
+	out, _ := c.StdoutPipe()
+	c.Stderr = c.Stdout
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	lines := make(chan told, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- told{strings.TrimSpace(sc.Text()), time.Now()}
+		}
+		close(lines)
+	}()
+	write := func(name string) {
+		k.Kubectl(t, "exec", "deploy/web", "-c", "app", "--", "/workload", "write", "/data/"+name, "made in the pod\n")
+	}
+	// The watch is in place once a file the workload makes is told.
+	i := 0
+	clustertest.Eventually(t, clustertest.Settle, "a file the workload makes told once the watch is in place", func() error {
+		write(fmt.Sprintf("early%d.txt", i))
+		i++
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("smbclient's notify ended:\n%s", r.said())
+			}
+			t.Logf("told: %s", l.line)
+			return nil
+		case <-time.After(2 * time.Second):
+			return fmt.Errorf("nothing told yet")
+		}
+	})
+	write("pod.txt")
+	var at time.Time
+	deadline := time.After(clustertest.Settle)
+	for at.IsZero() {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("smbclient's notify ended")
+			}
+			if l.line == "0001 pod.txt" {
+				at = l.at
+			} else if !strings.Contains(l.line, "early") {
+				t.Fatalf("told %q while waiting for pod.txt", l.line)
+			}
+		case <-deadline:
+			t.Fatalf("pod.txt, made in the pod, was not told within %v", clustertest.Settle)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(k.hostDir, "pod.txt"), &st); err != nil {
+		t.Fatal(err)
+	}
+	made := time.Unix(st.Ctim.Unix())
+	took := at.Sub(made)
+	t.Logf("pod.txt was told %v after the workload made it", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("pod.txt was told %v after the workload made it, not within 1 s", took)
+	}
+}
