@@ -160,6 +160,37 @@ type datagramFlow struct {
 }
 
 func (f *datagramFlow) Read(b []byte) (int, error) {
+	d, err := f.next()
+	if err != nil {
+		return 0, err
+	}
+	return copy(b, d), nil
+}
+
+// readFrames is the frameReader of the flow: its queue's datagrams, as
+// many as wait (udp.go).
+func (f *datagramFlow) readFrames(dst []byte, limit int) ([]byte, error) {
+	d, err := f.next()
+	if err != nil {
+		return dst, err
+	}
+	dst = appendFrame(dst, d)
+	for len(dst) < limit {
+		select {
+		case d := <-f.queue:
+			f.mu.Lock()
+			f.dequeued(d)
+			f.mu.Unlock()
+			dst = appendFrame(dst, d)
+		default:
+			return dst, nil
+		}
+	}
+	return dst, nil
+}
+
+// next waits for the next datagram of the queue, until the read deadline.
+func (f *datagramFlow) next() ([]byte, error) {
 	var expired <-chan time.Time
 	if !f.deadline.IsZero() {
 		t := time.NewTimer(time.Until(f.deadline))
@@ -171,11 +202,11 @@ func (f *datagramFlow) Read(b []byte) (int, error) {
 		f.mu.Lock()
 		f.dequeued(d)
 		f.mu.Unlock()
-		return copy(b, d), nil
+		return d, nil
 	case <-f.closed:
-		return 0, net.ErrClosed
+		return nil, net.ErrClosed
 	case <-expired:
-		return 0, os.ErrDeadlineExceeded
+		return nil, os.ErrDeadlineExceeded
 	}
 }
 
