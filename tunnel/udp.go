@@ -139,6 +139,7 @@ func readDatagram(r io.Reader, buf []byte) ([]byte, error) {
 // or nothing has crossed either way for DatagramIdle. Both are closed when
 // it returns.
 func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
+	bufferDatagrams(conn)
 	var last atomic.Int64 // unix nanoseconds of the latest datagram
 	last.Store(time.Now().UnixNano())
 	var once sync.Once

@@ -20,11 +20,31 @@ import (
 
 // flowQueue is how many datagrams of one flow may wait to be carried, and
 // flowQueueBytes how many bytes; more are dropped, as a full socket buffer
-// drops them.
+// drops them. The flow's writer waits only when the channel's window (2 MiB
+// in golang.org/x/crypto/ssh) is spent, for the peer to give it back: a
+// round trip of the connection, in which a sender at the rate the channel
+// carries sends about one window. So the queue holds one window's bytes —
+// the bandwidth-delay product of the fastest path a channel can fill —
+// and a count that bounds the cost of small datagrams.
 const (
-	flowQueue      = 256
-	flowQueueBytes = 256 << 10
+	flowQueue      = 4096
+	flowQueueBytes = 2 << 20
 )
+
+// socketBuffer is the receive buffer asked of each UDP socket plug reads
+// datagrams from (the kernel caps it at net.core.rmem_max; Linux's default
+// is 208 KiB, about 90 datagrams of 1,200 bytes): a burst that arrives
+// while the reader is busy — the echoes of datagrams that crossed the
+// connection together after a lost TCP segment — waits there instead of
+// being dropped.
+const socketBuffer = 4 << 20
+
+// bufferDatagrams asks conn, if it is a UDP socket, for socketBuffer.
+func bufferDatagrams(conn net.Conn) {
+	if u, ok := conn.(*net.UDPConn); ok {
+		u.SetReadBuffer(socketBuffer)
+	}
+}
 
 // FlowBudget counts the flows of one or more DatagramFlows against a cap:
 // Take returns false when no flow may start; Give returns one.
@@ -84,6 +104,7 @@ type DatagramFlows struct {
 // it (Linux), even when pc is bound to every address of the machine.
 func NewDatagramFlows(pc *net.UDPConn, budget FlowBudget, handle func(net.Conn)) *DatagramFlows {
 	reportDestinations(pc)
+	bufferDatagrams(pc)
 	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), flows: map[netip.AddrPort]*datagramFlow{}}
 	d.bytes, _ = budget.(ByteBudget)
 	go d.receive()
