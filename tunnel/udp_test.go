@@ -96,7 +96,8 @@ func TestDatagramsReachAUDPName(t *testing.T) {
 }
 
 // TestAMalformedDatagramFrameClosesOnlyItsChannel: a frame longer than a
-// datagram ends its own flow; another flow of the same connection goes on.
+// datagram ends its own flow, also behind a good frame of the same write;
+// another flow of the same connection goes on.
 func TestAMalformedDatagramFrameClosesOnlyItsChannel(t *testing.T) {
 	addr, hostKey := datagramAgent(t)
 	signer, _ := newKey(t)
@@ -121,7 +122,8 @@ func TestAMalformedDatagramFrameClosesOnlyItsChannel(t *testing.T) {
 	}
 	frame := func(b []byte) []byte { return append(binary.BigEndian.AppendUint16(nil, uint16(len(b))), b...) }
 	bad, good := open(), open()
-	bad.Write([]byte{0xff, 0xff, 1, 2, 3})
+	// A good frame, then a malformed one in the same write, as a batch.
+	bad.Write(append(frame([]byte("first")), 0xff, 0xff, 1, 2, 3))
 	done := make(chan error, 1)
 	go func() { _, err := io.ReadAll(bad); done <- err }()
 	select {
