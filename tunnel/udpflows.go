@@ -61,10 +61,14 @@ type ByteBudget interface {
 	Release(n int)
 }
 
-// FlowCap is a FlowBudget of at most Max flows at once.
+// FlowCap is a FlowBudget of at most Max flows at once, and a ByteBudget
+// of at most MaxQueued bytes waiting in their queues together (0: only each
+// flow's own queue bounds them).
 type FlowCap struct {
-	Max int32
-	n   atomic.Int32
+	Max       int32
+	MaxQueued int64
+	n         atomic.Int32
+	queued    atomic.Int64
 }
 
 // Take counts one flow more, unless Max are counted already.
@@ -78,6 +82,22 @@ func (c *FlowCap) Take() bool {
 
 // Give counts one flow less.
 func (c *FlowCap) Give() { c.n.Add(-1) }
+
+// Hold counts n bytes more waiting, unless that would pass MaxQueued.
+func (c *FlowCap) Hold(n int) bool {
+	if c.MaxQueued > 0 && c.queued.Add(int64(n)) > c.MaxQueued {
+		c.queued.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+// Release counts n bytes less waiting.
+func (c *FlowCap) Release(n int) {
+	if c.MaxQueued > 0 {
+		c.queued.Add(-int64(n))
+	}
+}
 
 // DatagramFlows reads the datagrams that reach a UDP socket and hands each
 // sender's to a handler as one flow: a net.Conn whose Read returns the
