@@ -197,7 +197,7 @@ func freePort(t *testing.T) int {
 
 // connect opens a session to an agent, recording its events; it is closed
 // when the test ends.
-func connect(t *testing.T, addr string, hostKey ssh.PublicKey, signer ssh.Signer, run tunnel.RunInfo, tweak ...func(*tunnel.ClientConfig)) (*tunnel.Session, *lines) {
+func connect(t testing.TB, addr string, hostKey ssh.PublicKey, signer ssh.Signer, run tunnel.RunInfo, tweak ...func(*tunnel.ClientConfig)) (*tunnel.Session, *lines) {
 	t.Helper()
 	events := &lines{}
 	cfg := tunnel.ClientConfig{

@@ -85,7 +85,7 @@ const (
 // run dials through the agent all along, and once the key has gone the
 // heap comes back within 20 MiB of idle in 30 s. (The agent of this
 // version lets a key have 8 sessions, reads them from their opening, and
-// queues a flow's datagrams up to 256 KiB and its key's MemoryPerKey; one
+// queues a flow's datagrams up to 2 MiB and its key's MemoryPerKey; one
 // that did none of that held some 2 GiB and 1 GiB.)
 func TestOneKeyCannotMakeTheAgentHoldMoreThanItsBudget(t *testing.T) {
 	const sessions, perSession, flows, datagrams, datagramSize = 1000, 2 << 20, 64, 260, 64000

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,7 +21,11 @@ import (
 // the datagrams between one local socket and the name's port in the
 // cluster. Each datagram, in either direction, is preceded by its length
 // as a 2-byte big-endian integer. A frame longer than MaxDatagram is
-// malformed: it closes that channel, and only that one.
+// malformed: it closes that channel, and only that one. The channel's
+// bytes are a stream of frames: a write may hold several frames (batched,
+// see batchBytes) and a frame may span SSH packets, as a reader of every
+// version of plug takes them, so batching needed no new version of the
+// channel.
 //
 // One flow per channel keeps replies with the socket that sent the request
 // without a flow table on either side, and lets the agent count flows in
@@ -55,16 +60,60 @@ const (
 
 var errMalformedDatagram = errors.New("malformed datagram frame")
 
-// writeDatagram writes b as one frame.
-func writeDatagram(w io.Writer, b []byte) error {
-	if len(b) > MaxDatagram {
-		return fmt.Errorf("a datagram of %d bytes is longer than %d", len(b), MaxDatagram)
+// batchBytes is how many bytes of frames one write to a channel gathers
+// (over one datagram: a datagram is never split): each write carries the
+// datagram that woke the writer and every datagram that arrived meanwhile,
+// up to this much, so a burst crosses the connection in a few SSH packets,
+// not one each. Nothing is held back for a later datagram: a datagram that
+// finds the writer idle is written alone at once, so batching adds no delay.
+const batchBytes = 64 << 10
+
+// frameReader is a datagram socket that can hand over at once the
+// datagrams that have arrived: readFrames appends to dst the frame of the
+// next datagram, waiting for it until the read deadline, then the frames
+// of those already waiting while dst is shorter than limit. dst has room
+// for limit+2+MaxDatagram bytes. It returns at least one frame, or none and
+// the error.
+type frameReader interface {
+	readFrames(dst []byte, limit int) ([]byte, error)
+}
+
+// framesOf is how conn's datagrams are read as frames: in batches where
+// conn can (a flow of DatagramFlows; a UDP socket on Linux), else one
+// datagram a read.
+func framesOf(conn net.Conn) frameReader {
+	if fr, ok := conn.(frameReader); ok {
+		return fr
 	}
-	frame := make([]byte, 2+len(b))
-	binary.BigEndian.PutUint16(frame, uint16(len(b)))
-	copy(frame[2:], b)
-	_, err := w.Write(frame)
-	return err
+	if fr := socketFrames(conn); fr != nil {
+		return fr
+	}
+	return oneDatagram{conn}
+}
+
+// oneDatagram reads one datagram of conn as one frame.
+type oneDatagram struct{ conn net.Conn }
+
+func (o oneDatagram) readFrames(dst []byte, limit int) ([]byte, error) {
+	at := len(dst)
+	n, err := o.conn.Read(dst[at+2 : at+2+MaxDatagram])
+	if err != nil {
+		return dst[:at], err
+	}
+	return putFrameHeader(dst, at, n), nil
+}
+
+// putFrameHeader frames the n bytes of a datagram read at dst[at+2:]:
+// it writes their length at dst[at:] and returns dst up to their end.
+func putFrameHeader(dst []byte, at, n int) []byte {
+	dst = dst[:at+2+n]
+	binary.BigEndian.PutUint16(dst[at:], uint16(n))
+	return dst
+}
+
+// appendFrame appends the frame of datagram b (at most MaxDatagram bytes).
+func appendFrame(dst, b []byte) []byte {
+	return append(binary.BigEndian.AppendUint16(dst, uint16(len(b))), b...)
 }
 
 // readDatagram reads one frame into buf (at least MaxDatagram long) and
@@ -85,10 +134,12 @@ func readDatagram(r io.Reader, buf []byte) ([]byte, error) {
 }
 
 // relayDatagrams carries the frames of ch to conn, a datagram socket (each
-// Write one datagram, each Read one), and conn's datagrams back, until ch
-// ends, a frame is malformed (the error returned), or nothing has crossed
-// either way for DatagramIdle. Both are closed when it returns.
+// Write one datagram, each Read one), and conn's datagrams back, batched
+// (batchBytes), until ch ends, a frame is malformed (the error returned),
+// or nothing has crossed either way for DatagramIdle. Both are closed when
+// it returns.
 func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
+	bufferDatagrams(conn)
 	var last atomic.Int64 // unix nanoseconds of the latest datagram
 	last.Store(time.Now().UnixNano())
 	var once sync.Once
@@ -103,12 +154,15 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pumpDatagrams(conn, &last, func(b []byte) error { return writeDatagram(ch, b) })
+		pumpDatagrams(conn, &last, batchBytes, func(frames []byte) error { _, err := ch.Write(frames); return err })
 		stop(nil)
 	}()
+	// Frames are read from a buffer of the channel's bytes: one Read of
+	// the channel takes a burst's frames, not two per datagram.
+	r := bufio.NewReaderSize(ch, batchBytes)
 	buf := make([]byte, MaxDatagram)
 	for {
-		b, err := readDatagram(ch, buf)
+		b, err := readDatagram(r, buf)
 		if err != nil {
 			if errors.Is(err, errMalformedDatagram) {
 				stop(err)
@@ -133,26 +187,28 @@ func PairDatagrams(a, b net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pumpDatagrams(a, &last, func(d []byte) error { _, err := b.Write(d); return err })
+		pumpDatagrams(a, &last, 0, func(f []byte) error { _, err := b.Write(f[2:]); return err })
 		b.Close()
 		a.Close()
 	}()
-	pumpDatagrams(b, &last, func(d []byte) error { _, err := a.Write(d); return err })
+	pumpDatagrams(b, &last, 0, func(f []byte) error { _, err := a.Write(f[2:]); return err })
 	a.Close()
 	b.Close()
 	<-done
 }
 
-// pumpDatagrams reads the datagrams of conn and hands each to write, until
-// conn or write fails, or nothing has crossed either way for DatagramIdle:
-// last is when the latest datagram crossed, which pumpDatagrams sets and
-// whoever carries the other way sets too. An ICMP port unreachable, which
-// loses a datagram, ends nothing.
-func pumpDatagrams(conn net.Conn, last *atomic.Int64, write func([]byte) error) {
-	buf := make([]byte, MaxDatagram)
+// pumpDatagrams reads the datagrams of conn as frames and hands them to
+// write, as many at once as have arrived up to limit bytes (0: one at a
+// time; frameReader), until conn or write fails, or nothing has crossed
+// either way for DatagramIdle: last is when the latest datagram crossed,
+// which pumpDatagrams sets and whoever carries the other way sets too. An
+// ICMP port unreachable, which loses a datagram, ends nothing.
+func pumpDatagrams(conn net.Conn, last *atomic.Int64, limit int, write func(frames []byte) error) {
+	fr := framesOf(conn)
+	buf := make([]byte, 0, limit+2+MaxDatagram)
 	for {
 		conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
-		n, err := conn.Read(buf)
+		frames, err := fr.readFrames(buf[:0], limit)
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
@@ -166,7 +222,7 @@ func pumpDatagrams(conn net.Conn, last *atomic.Int64, write func([]byte) error) 
 			return
 		}
 		last.Store(time.Now().UnixNano())
-		if write(buf[:n]) != nil {
+		if write(frames) != nil {
 			return
 		}
 	}

@@ -20,11 +20,31 @@ import (
 
 // flowQueue is how many datagrams of one flow may wait to be carried, and
 // flowQueueBytes how many bytes; more are dropped, as a full socket buffer
-// drops them.
+// drops them. The flow's writer waits only when the channel's window (2 MiB
+// in golang.org/x/crypto/ssh) is spent, for the peer to give it back: a
+// round trip of the connection, in which a sender at the rate the channel
+// carries sends about one window. So the queue holds one window's bytes —
+// the bandwidth-delay product of the fastest path a channel can fill —
+// and a count that bounds the cost of small datagrams.
 const (
-	flowQueue      = 256
-	flowQueueBytes = 256 << 10
+	flowQueue      = 4096
+	flowQueueBytes = 2 << 20
 )
+
+// socketBuffer is the receive buffer asked of each UDP socket plug reads
+// datagrams from (the kernel caps it at net.core.rmem_max; Linux's default
+// is 208 KiB, about 90 datagrams of 1,200 bytes): a burst that arrives
+// while the reader is busy — the echoes of datagrams that crossed the
+// connection together after a lost TCP segment — waits there instead of
+// being dropped.
+const socketBuffer = 4 << 20
+
+// bufferDatagrams asks conn, if it is a UDP socket, for socketBuffer.
+func bufferDatagrams(conn net.Conn) {
+	if u, ok := conn.(*net.UDPConn); ok {
+		u.SetReadBuffer(socketBuffer)
+	}
+}
 
 // FlowBudget counts the flows of one or more DatagramFlows against a cap:
 // Take returns false when no flow may start; Give returns one.
@@ -41,10 +61,14 @@ type ByteBudget interface {
 	Release(n int)
 }
 
-// FlowCap is a FlowBudget of at most Max flows at once.
+// FlowCap is a FlowBudget of at most Max flows at once, and a ByteBudget
+// of at most MaxQueued bytes waiting in their queues together (0: only each
+// flow's own queue bounds them).
 type FlowCap struct {
-	Max int32
-	n   atomic.Int32
+	Max       int32
+	MaxQueued int64
+	n         atomic.Int32
+	queued    atomic.Int64
 }
 
 // Take counts one flow more, unless Max are counted already.
@@ -58,6 +82,22 @@ func (c *FlowCap) Take() bool {
 
 // Give counts one flow less.
 func (c *FlowCap) Give() { c.n.Add(-1) }
+
+// Hold counts n bytes more waiting, unless that would pass MaxQueued.
+func (c *FlowCap) Hold(n int) bool {
+	if c.MaxQueued > 0 && c.queued.Add(int64(n)) > c.MaxQueued {
+		c.queued.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+// Release counts n bytes less waiting.
+func (c *FlowCap) Release(n int) {
+	if c.MaxQueued > 0 {
+		c.queued.Add(-int64(n))
+	}
+}
 
 // DatagramFlows reads the datagrams that reach a UDP socket and hands each
 // sender's to a handler as one flow: a net.Conn whose Read returns the
@@ -84,6 +124,7 @@ type DatagramFlows struct {
 // it (Linux), even when pc is bound to every address of the machine.
 func NewDatagramFlows(pc *net.UDPConn, budget FlowBudget, handle func(net.Conn)) *DatagramFlows {
 	reportDestinations(pc)
+	bufferDatagrams(pc)
 	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), flows: map[netip.AddrPort]*datagramFlow{}}
 	d.bytes, _ = budget.(ByteBudget)
 	go d.receive()
@@ -160,6 +201,37 @@ type datagramFlow struct {
 }
 
 func (f *datagramFlow) Read(b []byte) (int, error) {
+	d, err := f.next()
+	if err != nil {
+		return 0, err
+	}
+	return copy(b, d), nil
+}
+
+// readFrames is the frameReader of the flow: its queue's datagrams, as
+// many as wait (udp.go).
+func (f *datagramFlow) readFrames(dst []byte, limit int) ([]byte, error) {
+	d, err := f.next()
+	if err != nil {
+		return dst, err
+	}
+	dst = appendFrame(dst, d)
+	for len(dst) < limit {
+		select {
+		case d := <-f.queue:
+			f.mu.Lock()
+			f.dequeued(d)
+			f.mu.Unlock()
+			dst = appendFrame(dst, d)
+		default:
+			return dst, nil
+		}
+	}
+	return dst, nil
+}
+
+// next waits for the next datagram of the queue, until the read deadline.
+func (f *datagramFlow) next() ([]byte, error) {
 	var expired <-chan time.Time
 	if !f.deadline.IsZero() {
 		t := time.NewTimer(time.Until(f.deadline))
@@ -171,11 +243,11 @@ func (f *datagramFlow) Read(b []byte) (int, error) {
 		f.mu.Lock()
 		f.dequeued(d)
 		f.mu.Unlock()
-		return copy(b, d), nil
+		return d, nil
 	case <-f.closed:
-		return 0, net.ErrClosed
+		return nil, net.ErrClosed
 	case <-expired:
-		return 0, os.ErrDeadlineExceeded
+		return nil, os.ErrDeadlineExceeded
 	}
 }
 

@@ -74,3 +74,21 @@ func TestDatagramFlowsSplitSendersAndKeepToTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestAFlowCapHoldsItsBytesCap: the bytes waiting in the flows of one
+// FlowCap stay within MaxQueued; what is released makes room again.
+func TestAFlowCapHoldsItsBytesCap(t *testing.T) {
+	c := &tunnel.FlowCap{Max: 4, MaxQueued: 3000}
+	for i, n := range []int{1000, 1500, 500} {
+		if !c.Hold(n) {
+			t.Fatalf("datagram %d of %d bytes refused within 3000", i, n)
+		}
+	}
+	if c.Hold(1) {
+		t.Fatal("a byte past 3000 was held")
+	}
+	c.Release(1500)
+	if !c.Hold(1500) || c.Hold(1) {
+		t.Fatal("the room of a released datagram was not given back exactly")
+	}
+}

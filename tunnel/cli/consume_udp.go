@@ -16,11 +16,18 @@ import (
 // without a datagram either way.
 
 // maxUDPFlows bounds the flows of one run at once, over all its UDP ports;
-// datagrams of a new flow past it are dropped.
-const maxUDPFlows = 512
+// datagrams of a new flow past it are dropped. maxUDPQueued bounds the
+// bytes of their datagrams waiting to be carried, together; a datagram
+// more is dropped.
+const (
+	maxUDPFlows  = 512
+	maxUDPQueued = 64 << 20
+)
 
 // newFlowBudget is the budget of one run's UDP flows.
-func newFlowBudget() *tunnel.FlowCap { return &tunnel.FlowCap{Max: maxUDPFlows} }
+func newFlowBudget() *tunnel.FlowCap {
+	return &tunnel.FlowCap{Max: maxUDPFlows, MaxQueued: maxUDPQueued}
+}
 
 // udpListener receives CMD's datagrams to one name's UDP port and carries
 // each sender's flow to the agent, which sends them on to the name in the

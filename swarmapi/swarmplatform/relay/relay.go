@@ -34,8 +34,12 @@ import (
 // Usage is the command's synopsis.
 const Usage = "plug relay {--listen|--listen-udp} :PORT --to HOST:PORT [{--listen|--listen-udp} :PORT --to HOST:PORT]..."
 
-// MaxFlows caps the UDP flows of one UDP listen address at once.
-const MaxFlows = 1024
+// MaxFlows caps the UDP flows of one UDP listen address at once, and
+// MaxQueued the bytes of their datagrams waiting to be sent on, together.
+const (
+	MaxFlows  = 1024
+	MaxQueued = 32 << 20
+)
 
 // Route is one listen address and where its connections, or datagrams
 // (UDP), go.
@@ -146,11 +150,11 @@ func Main(ctx context.Context, args []string) error {
 }
 
 // ForwardDatagrams splits the datagrams reaching pc into flows, one per
-// sender, at most MaxFlows at once, and carries each to addr from a socket
+// sender, at most MaxFlows at once (MaxQueued bytes waiting), and carries each to addr from a socket
 // of its own and the replies back (tunnel.PairDatagrams), until ctx ends.
 // It closes pc, and ends every flow, when it returns.
 func ForwardDatagrams(ctx context.Context, pc *net.UDPConn, addr string) error {
-	flows := tunnel.NewDatagramFlows(pc, &tunnel.FlowCap{Max: MaxFlows}, func(f net.Conn) {
+	flows := tunnel.NewDatagramFlows(pc, &tunnel.FlowCap{Max: MaxFlows, MaxQueued: MaxQueued}, func(f net.Conn) {
 		up, err := net.Dial("udp", addr)
 		if err != nil {
 			log.Printf("relay: %s/udp: %v", addr, err)
