@@ -141,6 +141,9 @@ func fromStatx(x *unix.Statx_t) fileStat {
 		gid:    x.Gid,
 		exists: true,
 	}
+	if s.isDir() {
+		s.size, s.alloc = 0, 0 // a directory has no data, as on NTFS
+	}
 	s.btime = s.mtime
 	if x.Mask&unix.STATX_BTIME != 0 {
 		s.btime = ns(x.Btime)

@@ -226,6 +226,46 @@ func (ft *fileTable) breakLease(l *lease, to uint32) (*leaseBreak, []*open) {
 	return b, purge
 }
 
+// breakHandleCaching starts taking handle caching from the leases of
+// other keys than o's on o's file, as renaming it needs (MS-SMB2
+// 3.3.5.21.1): their holders must close the handles they keep under the
+// old name. It returns the channel closed once those breaks (and any
+// other under way on the file) have ended, nil when there is nothing to
+// wait for.
+func (s *Server) breakHandleCaching(o *open) <-chan struct{} {
+	ft := &s.files
+	ft.mu.Lock()
+	n := o.node
+	if n == nil {
+		ft.mu.Unlock()
+		return nil
+	}
+	var sends []*leaseBreak
+	var purge []*open
+	for _, x := range n.opens {
+		if l := x.lease; l != nil && l != o.lease && l.state&leaseH != 0 {
+			b, p := ft.breakLease(l, l.state&^leaseH)
+			if b != nil {
+				sends = append(sends, b)
+			}
+			purge = append(purge, p...)
+		}
+	}
+	var own *leaseID
+	if o.lease != nil {
+		own = &o.lease.id
+	}
+	wait := n.breakWait(own)
+	ft.mu.Unlock()
+	for _, x := range purge {
+		s.purge(x, "another client renamed its file")
+	}
+	for _, b := range sends {
+		b.send()
+	}
+	return wait
+}
+
 // leaseAcked ends l's break at state (within what it breaks to) and wakes
 // the opens waiting for it. It reports whether l was breaking.
 func (ft *fileTable) leaseAcked(l *lease, state uint32) bool {

@@ -4,6 +4,7 @@ package smb
 
 import (
 	"encoding/binary"
+	"strings"
 	"sync"
 	"time"
 
@@ -416,9 +417,6 @@ func (c *conn) create(r *request) uint32 {
 			return status
 		}
 	}
-	if q.stream != "" {
-		return c.createStream(r, &q, path)
-	}
 	c.mu.Lock()
 	n := len(c.opens)
 	c.mu.Unlock()
@@ -451,8 +449,12 @@ func (c *conn) createPath(q *createReq) (string, uint32) {
 	return c.srv.root.fold(path), wire.StatusSuccess
 }
 
-// createNow opens path as q asks and appends the response.
+// createNow opens path, or its named stream, as q asks and appends the
+// response.
 func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
+	if q.stream != "" {
+		return c.createStream(r, q, path)
+	}
 	o, st, action, status := c.openPath(r, q, path)
 	if status != wire.StatusSuccess {
 		return status
@@ -468,7 +470,7 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 
 // opener is what the open q asks for, as far as the breaks it needs go.
 func (c *conn) opener(q *createReq) opener {
-	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q), deleting: q.Options&optDeleteOnClose != 0,
+	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q), deleting: q.Options&optDeleteOnClose != 0, stream: strings.ToLower(q.stream),
 		overwrite: q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede}
 }
 

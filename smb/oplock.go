@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"plug/smb/internal/wire"
 )
 
@@ -71,6 +73,7 @@ type opener struct {
 	overwrite     bool
 	deleting      bool      // it deletes the file on close
 	lease         *leaseReq // the lease it asks for: its own is not broken
+	stream        string    // the named stream it opens (lower case), "" for the file's data
 }
 
 // breakFor starts the breaks an open w of path needs: exclusive and batch
@@ -81,22 +84,34 @@ type opener struct {
 // overwrites. As Windows has
 // it, a stat open (no access but to attributes) breaks nothing, and an
 // exclusive oplock is not broken for an open that its share mode refuses
-// anyway (a batch one is: its holder may close a cached handle). A parked
+// anyway (a batch one is: its holder may close a cached handle); an open
+// for MAXIMUM_ALLOWED is judged by the access it would get. A named
+// stream's opens are apart from its file's. A parked
 // durable open that would have to be told is closed instead. It returns a
 // channel closed once the holders have acknowledged (or closed, or timed
 // out), nil when there is nothing to wait for.
 func (s *Server) breakFor(path string, w opener) <-chan struct{} {
-	overwrite := w.overwrite
-	if !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+	if !w.overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
 		return nil
 	}
-	st, err := s.root.statPath(path)
+	fd, err := s.root.open(path, unix.O_PATH, 0)
 	if err != nil {
 		return nil
 	}
+	st, err := fstat(fd)
+	if err == nil && w.access&accMaximumAllowed != 0 {
+		w.access, _ = grant(w.access, maxAccess(fd, &st))
+	}
+	unix.Close(fd)
+	overwrite := w.overwrite
+	if err != nil || !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+		return nil
+	}
+	key := st.key()
+	key.stream = w.stream
 	ft := &s.files
 	ft.mu.Lock()
-	n := ft.nodes[st.key()]
+	n := ft.nodes[key]
 	if n == nil || n.deletePending {
 		// Nothing to break; or the open is refused, breaking nothing.
 		ft.mu.Unlock()
@@ -155,16 +170,11 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 		}
 	}
 	n.countLevelII()
-	var wait chan struct{}
-	for _, o := range n.opens {
-		// An open does not wait for the break of its own lease.
-		if o.breakingNow() && (w.lease == nil || o.lease == nil || o.lease.id != w.lease.id) {
-			if n.breakDone == nil {
-				n.breakDone = make(chan struct{})
-			}
-			wait = n.breakDone
-		}
+	var own *leaseID
+	if w.lease != nil {
+		own = &w.lease.id
 	}
+	wait := n.breakWait(own)
 	ft.mu.Unlock()
 	for _, o := range purge {
 		s.purge(o, "another client opened its file")
@@ -176,6 +186,22 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 		b.send()
 	}
 	return wait
+}
+
+// breakWait is the channel closed when the breaks under way on n's opens
+// end, nil when none is; the break of the lease own (nil for none) is not
+// waited for: an open does not wait for its own lease. The caller holds
+// ft.mu.
+func (n *fileNode) breakWait(own *leaseID) chan struct{} {
+	for _, o := range n.opens {
+		if o.breakingNow() && (own == nil || o.lease == nil || o.lease.id != *own) {
+			if n.breakDone == nil {
+				n.breakDone = make(chan struct{})
+			}
+			return n.breakDone
+		}
+	}
+	return nil
 }
 
 // breakLevelII takes level II oplocks (o's own too, as Windows does) and
