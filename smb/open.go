@@ -409,6 +409,11 @@ func (c *conn) create(r *request) uint32 {
 	if q.context("TWrp") != nil {
 		return wire.StatusObjectNameNotFound // no snapshots
 	}
+	if x := q.context("SecD"); x != nil {
+		if status := checkSD(x.data); status != wire.StatusSuccess {
+			return status
+		}
+	}
 	if x := q.context("ExtA"); x != nil {
 		if !c.srv.root.streams {
 			return wire.StatusEASNotSupported
@@ -462,6 +467,9 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 	if x := q.context("ExtA"); x != nil && action != actionOpened {
 		eas, _ := parseEAs(x.data) // checked by create
 		setEAs(o.fd, eas)
+	}
+	if x := q.context("SecD"); x != nil && action == actionCreated && c.srv.root.streams {
+		keepSD(o.fd, &st, x.data, ownerSecurity|groupSecurity|daclSecurity) // checked by create
 	}
 	c.appendCreateResponse(r, q, o, &st, action, append(c.makeDurable(r, q, o), c.leaseContext(o)...))
 	r.chain.file = o

@@ -45,10 +45,20 @@ func (c *conn) setInfoOf(r *request, o *open, buf []byte) uint32 {
 	case infoFile:
 		status = c.setFileInfo(r, o, class, buf)
 	case infoSecurity:
-		// No ACL storage: a descriptor is accepted and changes nothing,
-		// for those allowed to set one.
+		// The parts set are kept (see sd.go); where the file system keeps
+		// no user xattrs, a descriptor is accepted and changes nothing.
 		if addl&(ownerSecurity|groupSecurity) != 0 && o.access&accWriteOwner == 0 || addl&daclSecurity != 0 && o.access&accWriteDAC == 0 {
 			return wire.StatusAccessDenied
+		}
+		if status = checkSD(buf); status != wire.StatusSuccess {
+			return status
+		}
+		if parts := addl & (ownerSecurity | groupSecurity | daclSecurity); parts != 0 && c.srv.root.streams {
+			st, err := fstat(o.fd)
+			if err != nil {
+				return ntStatus(err)
+			}
+			status = keepSD(o.fd, &st, buf, parts)
 		}
 	case infoFilesystem, infoQuota:
 		return wire.StatusNotSupported
