@@ -49,3 +49,17 @@ func TestLeaseRenameAndStreams(t *testing.T) {
 		"smb2.lease.v2_rename",
 	)
 }
+
+// TestLeaseBreakSteps has smbtorture contend a lease that is breaking
+// already: opens that need less meanwhile are asked for once the holder
+// acknowledges, in steps (to R, then to none) with the epoch of the first
+// break, the opens answered only after the last; and an overwrite of a
+// file whose lease caches no writes is not held back by the break it
+// causes.
+func TestLeaseBreakSteps(t *testing.T) {
+	startServer(t).mustPassTorture(t,
+		"smb2.lease.breaking3",
+		"smb2.lease.v2_breaking3",
+		"smb2.lease.breaking4",
+	)
+}

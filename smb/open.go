@@ -96,12 +96,14 @@ type fileNode struct {
 
 // fileTable is the server's files with opens.
 type fileTable struct {
+	srv    *Server
 	mu     sync.Mutex
 	nodes  map[fileKey]*fileNode
 	leases map[leaseID]*lease
 }
 
-func (ft *fileTable) init() {
+func (ft *fileTable) init(s *Server) {
+	ft.srv = s
 	ft.nodes = map[fileKey]*fileNode{}
 	ft.leases = map[leaseID]*lease{}
 }
@@ -506,7 +508,9 @@ func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 				op.complete(wire.StatusCancelled, nil)
 				return
 			}
-			wait = c.srv.breakFor(path, c.opener(&q))
+			w := c.opener(&q)
+			w.retry = true
+			wait = c.srv.breakFor(path, w)
 		}
 		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
 			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}

@@ -74,6 +74,7 @@ type opener struct {
 	deleting      bool      // it deletes the file on close
 	lease         *leaseReq // the lease it asks for: its own is not broken
 	stream        string    // the named stream it opens (lower case), "" for the file's data
+	retry         bool      // it has waited for breaks before
 }
 
 // breakFor starts the breaks an open w of path needs: exclusive and batch
@@ -89,7 +90,9 @@ type opener struct {
 // stream's opens are apart from its file's. A parked
 // durable open that would have to be told is closed instead. It returns a
 // channel closed once the holders have acknowledged (or closed, or timed
-// out), nil when there is nothing to wait for.
+// out), nil when there is nothing to wait for: the open waits for oplock
+// breaks, and for lease breaks that take write caching (handle caching,
+// when its share mode is refused).
 func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	if !w.overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
 		return nil
@@ -125,6 +128,7 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	// no lease.
 	leaseStat := !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize|accReadControl) == 0
 	seen := map[*lease]bool{}
+	delay := false
 	for _, o := range n.opens {
 		if l := o.lease; l != nil {
 			if seen[l] || leaseStat || w.lease != nil && w.lease.id == l.id {
@@ -142,11 +146,25 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 			case w.deleting:
 				to &^= leaseH // the holder must close the handles it keeps
 			}
-			b, p := ft.breakLease(l, to)
+			// The open waits for the break (as Samba has it) when it takes
+			// write caching, or handle caching from a holder its share
+			// mode is refused beside; or when the lease was breaking
+			// already and the open has waited before.
+			mask := leaseW
+			if refused {
+				mask = leaseH
+			}
+			breaking := l.breaking
+			if l.state&^to == 0 {
+				delay = delay || breaking
+				continue
+			}
+			b, p := ft.breakLease(l, to, true)
 			if b != nil {
 				lsends = append(lsends, b)
 			}
 			purge = append(purge, p...)
+			delay = delay || l.state&mask != 0 || breaking && w.retry
 			continue
 		}
 		switch {
@@ -170,11 +188,16 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 		}
 	}
 	n.countLevelII()
-	var own *leaseID
-	if w.lease != nil {
-		own = &w.lease.id
+	var wait chan struct{}
+	for _, o := range n.opens {
+		delay = delay || o.lease == nil && o.breaking
 	}
-	wait := n.breakWait(own)
+	if delay {
+		if n.breakDone == nil {
+			n.breakDone = make(chan struct{})
+		}
+		wait = n.breakDone
+	}
 	ft.mu.Unlock()
 	for _, o := range purge {
 		s.purge(o, "another client opened its file")
@@ -216,7 +239,7 @@ func (ft *fileTable) breakLevelII(o *open) {
 	if n := o.node; n != nil && n.levelII > 0 {
 		for _, x := range n.opens {
 			if l := x.lease; l != nil && l != o.lease && l.state&leaseR != 0 {
-				b, p := ft.breakLease(l, 0)
+				b, p := ft.breakLease(l, 0, true)
 				if b != nil {
 					lsends = append(lsends, b)
 				}
