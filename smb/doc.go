@@ -29,18 +29,19 @@
 // The read-only attribute is the owner's write bit; the other DOS
 // attributes and a creation time a client sets live in the user.plug.dos
 // xattr (by default a leading dot means hidden). A security descriptor is
-// synthesised from the mode and owner; setting one is accepted and
-// changes nothing (there is no ACL storage). Named streams live in user
+// synthesised from the mode and owner; the parts a client sets are kept
+// in the user.plug.sd xattr and read back, but what guards the file is its
+// mode, never a kept DACL (see sd.go). Named streams live in user
 // xattrs (see stream.go), extended attributes too (ea.go); every name
 // has an 8.3 short name that opens it (shortname.go). The last write time
 // moves as on Windows (see writetime.go): late after an open's first
 // write, at its close, and not at all through an open the client set it
-// on. Oplocks and leases (v1 and v2, on files) are granted and broken by
-// Windows' rules, with break notifications to every client that holds one
-// (see oplock.go and lease.go); an open with a batch oplock or a
-// handle-caching lease is durable when its client asks (v1 and v2 durable
-// handles) and any open resilient when it asks, so it outlives a lost
-// connection for its timeout (see durable.go). Directory leases,
+// on. Oplocks and leases (v1 and v2, on files and named streams) are
+// granted and broken by Windows' rules, with break notifications to every
+// client that holds one (see oplock.go and lease.go); an open with a batch
+// oplock or a handle-caching lease is durable when its client asks (v1 and
+// v2 durable handles) and any open resilient when it asks, so it outlives
+// a lost connection for its timeout (see durable.go). Directory leases,
 // persistent handles and multichannel are not offered.
 //
 // # Limits

@@ -54,7 +54,7 @@ const (
 )
 
 // durableState is what makes an open durable or resilient. It is set
-// under fileTable.mu and read-only afterwards.
+// under fileTable.mu and, but for lockSeq, read-only afterwards.
 type durableState struct {
 	v2         bool
 	createGUID [16]byte
@@ -69,6 +69,10 @@ type durableState struct {
 	// timer closes the open once parked for timeout; guarded by
 	// parkedOpens.mu.
 	timer *time.Timer
+	// lockSeq is the lock sequence number of the last LOCK that
+	// succeeded in each of the 64 buckets, plus one (0: none), for replay
+	// detection (see lock.go); guarded by fileTable.mu.
+	lockSeq [64]uint8
 }
 
 // parkedOpens are the durable opens whose client is away, by persistent

@@ -141,6 +141,9 @@ func fromStatx(x *unix.Statx_t) fileStat {
 		gid:    x.Gid,
 		exists: true,
 	}
+	if s.isDir() {
+		s.size, s.alloc = 0, 0 // a directory has no data, as on NTFS
+	}
 	s.btime = s.mtime
 	if x.Mask&unix.STATX_BTIME != 0 {
 		s.btime = ns(x.Btime)
@@ -217,8 +220,15 @@ func writeDos(fd int, attrs uint32, crtime uint64) error {
 	b[0] = dosVersion
 	binary.LittleEndian.PutUint32(b[1:], attrs)
 	binary.LittleEndian.PutUint64(b[5:], crtime)
+	return setXattrForce(fd, dosXattr, b)
+}
+
+// setXattrForce sets the user xattr name of fd to value, giving a
+// read-only file write permission for the moment where that is what
+// stands in the way.
+func setXattrForce(fd int, name string, value []byte) error {
 	p := procPath(fd)
-	err := unix.Setxattr(p, dosXattr, b, 0)
+	err := unix.Setxattr(p, name, value, 0)
 	if err != unix.EACCES {
 		return err
 	}
@@ -229,7 +239,7 @@ func writeDos(fd int, attrs uint32, crtime uint64) error {
 	if unix.Fchmodat(unix.AT_FDCWD, p, st.Mode&07777|0200, 0) != nil {
 		return err
 	}
-	err = unix.Setxattr(p, dosXattr, b, 0)
+	err = unix.Setxattr(p, name, value, 0)
 	unix.Fchmodat(unix.AT_FDCWD, p, st.Mode&07777, 0)
 	return err
 }

@@ -86,7 +86,7 @@ func (c *conn) queryInfo(r *request) uint32 {
 		if o.access&accReadControl == 0 {
 			return wire.StatusAccessDenied
 		}
-		out = securityDescriptor(&st, addl)
+		out = fileSecurity(o.fd, &st, addl)
 		if uint32(len(out)) > limit {
 			r.out = appendErrorBody(r.out, le.AppendUint32(nil, uint32(len(out))))
 			return wire.StatusBufferTooSmall

@@ -24,9 +24,11 @@ import (
 // downgraded by a request. An open of another key takes
 // W away, and H too when its share mode would otherwise be refused; an
 // overwrite takes everything; a write or a byte-range lock by another key
-// takes R. Breaking a
-// lease that caches writes or handles waits for the client's
-// acknowledgment (breakTimeout at most), as the open that caused it does.
+// takes R; a rename by another key takes H. Breaking a lease that caches
+// writes or handles waits for the client's acknowledgment (breakTimeout
+// at most), and so does the open that caused it when it took W (or H,
+// its share mode refused); what opens need meanwhile is asked once the
+// client acknowledges (see leaseAcked).
 const (
 	leaseR uint32 = 0x01
 	leaseH uint32 = 0x02
@@ -54,15 +56,18 @@ type leaseReq struct {
 
 // lease is a granted lease. Its fields are guarded by fileTable.mu.
 type lease struct {
-	id        leaseID
-	node      *fileNode
-	state     uint32
-	epoch     uint16
-	v2        bool // made by a v2 request: answered in v2 to every open
-	parent    *[16]byte
-	opens     int
-	breaking  bool
-	breakTo   uint32
+	id       leaseID
+	node     *fileNode
+	state    uint32
+	epoch    uint16
+	v2       bool // made by a v2 request: answered in v2 to every open
+	parent   *[16]byte
+	opens    int
+	breaking bool
+	breakTo  uint32
+	// breakReq is the least state an open has needed while the break
+	// was under way: where the breaks after it go.
+	breakReq  uint32
 	breakWait *time.Timer
 }
 
@@ -182,14 +187,17 @@ type leaseBreak struct {
 	ack      bool
 }
 
-// breakLease starts breaking l to the state to (less, if it is breaking
-// already): at once when its client need not acknowledge, else when it
-// does or breakTimeout passes. It returns the notification to send and
+// breakLease starts breaking l to the state to (or, if it is breaking
+// already, notes that it is to go there next): at once when its client
+// need not acknowledge, else when it does or breakTimeout passes; a v2
+// lease's epoch moves with newEpoch (not for the breaks that continue an
+// acknowledged one, as on Samba). It returns the notification to send and
 // the parked opens of l to close (nobody is there to be told). The
 // caller holds ft.mu.
-func (ft *fileTable) breakLease(l *lease, to uint32) (*leaseBreak, []*open) {
+func (ft *fileTable) breakLease(l *lease, to uint32, newEpoch bool) (*leaseBreak, []*open) {
 	if l.breaking {
-		return nil, nil // what more is needed is asked once this break ends
+		l.breakReq &= to // asked once this break ends (see leaseAcked)
+		return nil, nil
 	}
 	if to&l.state == l.state {
 		return nil, nil
@@ -213,11 +221,13 @@ func (ft *fileTable) breakLease(l *lease, to uint32) (*leaseBreak, []*open) {
 	}
 	b := &leaseBreak{c: live.conn, o: live, t: live.tree, id: l.id, from: l.state, to: to, ack: l.state&(leaseW|leaseH) != 0}
 	if l.v2 {
-		l.epoch++
+		if newEpoch {
+			l.epoch++
+		}
 		b.epoch = l.epoch
 	}
 	if b.ack {
-		l.breaking, l.breakTo = true, to
+		l.breaking, l.breakTo, l.breakReq = true, to, to
 		// Unacknowledged, the lease is lost altogether, as on Windows.
 		l.breakWait = time.AfterFunc(breakTimeout, func() { ft.leaseAcked(l, 0) })
 	} else {
@@ -226,19 +236,83 @@ func (ft *fileTable) breakLease(l *lease, to uint32) (*leaseBreak, []*open) {
 	return b, purge
 }
 
+// breakHandleCaching starts taking handle caching from the leases of
+// other keys than o's on o's file, as renaming it needs (MS-SMB2
+// 3.3.5.21.1): their holders must close the handles they keep under the
+// old name. It returns the channel closed once those breaks (and any
+// other under way on the file) have ended, nil when there is nothing to
+// wait for.
+func (s *Server) breakHandleCaching(o *open) <-chan struct{} {
+	ft := &s.files
+	ft.mu.Lock()
+	n := o.node
+	if n == nil {
+		ft.mu.Unlock()
+		return nil
+	}
+	var sends []*leaseBreak
+	var purge []*open
+	for _, x := range n.opens {
+		if l := x.lease; l != nil && l != o.lease && l.state&leaseH != 0 {
+			b, p := ft.breakLease(l, l.state&^leaseH, true)
+			if b != nil {
+				sends = append(sends, b)
+			}
+			purge = append(purge, p...)
+		}
+	}
+	var own *leaseID
+	if o.lease != nil {
+		own = &o.lease.id
+	}
+	wait := n.breakWait(own)
+	ft.mu.Unlock()
+	for _, x := range purge {
+		s.purge(x, "another client renamed its file")
+	}
+	for _, b := range sends {
+		b.send()
+	}
+	return wait
+}
+
 // leaseAcked ends l's break at state (within what it breaks to) and wakes
-// the opens waiting for it. It reports whether l was breaking.
+// the opens waiting for it, or, when opens have needed less meanwhile,
+// starts the next break, as Samba does: to R while the state has more
+// (a break its holder acknowledges), then to what they need. It reports
+// whether l was breaking.
 func (ft *fileTable) leaseAcked(l *lease, state uint32) bool {
 	ft.mu.Lock()
-	defer ft.mu.Unlock()
 	if !l.breaking {
+		ft.mu.Unlock()
 		return false
 	}
 	l.breaking = false
 	l.breakWait.Stop()
 	l.state = state & l.breakTo
+	var next *leaseBreak
+	var purge []*open
+	if want := l.breakReq & l.state; want != l.state {
+		to := want
+		if l.state&(leaseH|leaseW) != 0 {
+			to |= l.state & leaseR
+		}
+		next, purge = ft.breakLease(l, to, false)
+		if l.breaking {
+			l.breakReq = want // where the next goes
+		} else {
+			l.state = want // a break from R alone is not acknowledged
+		}
+	}
 	l.node.countLevelII()
 	l.node.breaksDone()
+	ft.mu.Unlock()
+	for _, x := range purge {
+		ft.srv.purge(x, "another client opened its file")
+	}
+	if next != nil {
+		next.send()
+	}
 	return true
 }
 

@@ -35,3 +35,31 @@ func TestLeaseTorture(t *testing.T) {
 		"smb2.durable-v2-open.app-instance",
 	)
 }
+
+// TestLeaseRenameAndStreams has smbtorture rename a file others hold
+// handle-caching leases on: the rename waits until they acknowledge the
+// break to a state without H (the new name not there meanwhile), and the
+// renamer's own lease is not broken; and lease files, streams (a key of
+// their own) and directories (no lease, no size) in the states Windows
+// grants.
+func TestLeaseRenameAndStreams(t *testing.T) {
+	startServer(t).mustPassTorture(t,
+		"smb2.lease.request",
+		"smb2.lease.rename_wait",
+		"smb2.lease.v2_rename",
+	)
+}
+
+// TestLeaseBreakSteps has smbtorture contend a lease that is breaking
+// already: opens that need less meanwhile are asked for once the holder
+// acknowledges, in steps (to R, then to none) with the epoch of the first
+// break, the opens answered only after the last; and an overwrite of a
+// file whose lease caches no writes is not held back by the break it
+// causes.
+func TestLeaseBreakSteps(t *testing.T) {
+	startServer(t).mustPassTorture(t,
+		"smb2.lease.breaking3",
+		"smb2.lease.v2_breaking3",
+		"smb2.lease.breaking4",
+	)
+}

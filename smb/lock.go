@@ -115,6 +115,33 @@ func (ft *fileTable) wake(n *fileNode) {
 
 func lockBody(b []byte) []byte { return binary.LittleEndian.AppendUint32(b, 4) }
 
+// lockReplay reports whether a LOCK on o with sequence seq repeats one
+// that succeeded (MS-SMB2 3.3.5.14): on a durable or resilient open, the
+// 4 low bits of seq are a number in the bucket the next bits name (1 to
+// 64; others are not checked); a request with the number of the bucket's
+// last success is a replay, answered success and not done again, and any
+// other forgets that number until it succeeds itself (lockDone). The
+// caller holds ft.mu.
+func (o *open) lockReplay(seq uint32) bool {
+	b := seq >> 4
+	if o.dur == nil || b < 1 || b > 64 {
+		return false
+	}
+	if o.dur.lockSeq[b-1] == uint8(seq&0xF)+1 {
+		return true
+	}
+	o.dur.lockSeq[b-1] = 0
+	return false
+}
+
+// lockDone records that the LOCK on o with sequence seq succeeded, for
+// lockReplay. The caller holds ft.mu.
+func (o *open) lockDone(seq uint32) {
+	if b := seq >> 4; o.dur != nil && b >= 1 && b <= 64 {
+		o.dur.lockSeq[b-1] = uint8(seq&0xF) + 1
+	}
+}
+
 // lock answers LOCK: byte-range locks taken or released all together.
 func (c *conn) lock(r *request) uint32 {
 	b := r.body
@@ -144,6 +171,14 @@ func (c *conn) lock(r *request) uint32 {
 	}
 	ft := &c.srv.files
 	n := o.node
+	seq := le.Uint32(b[4:])
+	ft.mu.Lock()
+	replay := o.lockReplay(seq)
+	ft.mu.Unlock()
+	if replay {
+		r.out = lockBody(r.out)
+		return wire.StatusSuccess
+	}
 	if els[0].flags&lockUnlock != 0 {
 		ft.mu.Lock()
 		for _, e := range els {
@@ -158,6 +193,7 @@ func (c *conn) lock(r *request) uint32 {
 			}
 			n.locks = slices.Delete(n.locks, i, i+1)
 		}
+		o.lockDone(seq)
 		ft.mu.Unlock()
 		ft.wake(n)
 		r.out = lockBody(r.out)
@@ -212,6 +248,7 @@ func (c *conn) lock(r *request) uint32 {
 		n.locks = append(n.locks, lk)
 		taken++
 	}
+	o.lockDone(seq)
 	ft.mu.Unlock()
 	r.out = lockBody(r.out)
 	return wire.StatusSuccess

@@ -4,6 +4,7 @@ package smb
 
 import (
 	"encoding/binary"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,12 +99,14 @@ type fileNode struct {
 
 // fileTable is the server's files with opens.
 type fileTable struct {
+	srv    *Server
 	mu     sync.Mutex
 	nodes  map[fileKey]*fileNode
 	leases map[leaseID]*lease
 }
 
-func (ft *fileTable) init() {
+func (ft *fileTable) init(s *Server) {
+	ft.srv = s
 	ft.nodes = map[fileKey]*fileNode{}
 	ft.leases = map[leaseID]*lease{}
 }
@@ -411,6 +414,11 @@ func (c *conn) create(r *request) uint32 {
 	if q.context("TWrp") != nil {
 		return wire.StatusObjectNameNotFound // no snapshots
 	}
+	if x := q.context("SecD"); x != nil {
+		if status := checkSD(x.data); status != wire.StatusSuccess {
+			return status
+		}
+	}
 	if x := q.context("ExtA"); x != nil {
 		if !c.srv.root.streams {
 			return wire.StatusEASNotSupported
@@ -418,9 +426,6 @@ func (c *conn) create(r *request) uint32 {
 		if _, status := parseEAs(x.data); status != wire.StatusSuccess {
 			return status
 		}
-	}
-	if q.stream != "" {
-		return c.createStream(r, &q, path)
 	}
 	c.mu.Lock()
 	n := len(c.opens)
@@ -454,8 +459,12 @@ func (c *conn) createPath(q *createReq) (string, uint32) {
 	return c.srv.root.fold(path), wire.StatusSuccess
 }
 
-// createNow opens path as q asks and appends the response.
+// createNow opens path, or its named stream, as q asks and appends the
+// response.
 func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
+	if q.stream != "" {
+		return c.createStream(r, q, path)
+	}
 	o, st, action, status := c.openPath(r, q, path)
 	if status != wire.StatusSuccess {
 		return status
@@ -464,6 +473,9 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 		eas, _ := parseEAs(x.data) // checked by create
 		setEAs(o.fd, eas)
 	}
+	if x := q.context("SecD"); x != nil && action == actionCreated && c.srv.root.streams {
+		keepSD(o.fd, &st, x.data, ownerSecurity|groupSecurity|daclSecurity) // checked by create
+	}
 	c.appendCreateResponse(r, q, o, &st, action, append(c.makeDurable(r, q, o), c.leaseContext(o)...))
 	r.chain.file = o
 	return wire.StatusSuccess
@@ -471,7 +483,7 @@ func (c *conn) createNow(r *request, q *createReq, path string) uint32 {
 
 // opener is what the open q asks for, as far as the breaks it needs go.
 func (c *conn) opener(q *createReq) opener {
-	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q), deleting: q.Options&optDeleteOnClose != 0,
+	return opener{access: mapGeneric(q.Access), share: q.Share, lease: c.leaseAsk(q), deleting: q.Options&optDeleteOnClose != 0, stream: strings.ToLower(q.stream),
 		overwrite: q.Disposition == fileOverwrite || q.Disposition == fileOverwriteIf || q.Disposition == fileSupersede}
 }
 
@@ -499,7 +511,9 @@ func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
 				op.complete(wire.StatusCancelled, nil)
 				return
 			}
-			wait = c.srv.breakFor(path, c.opener(&q))
+			w := c.opener(&q)
+			w.retry = true
+			wait = c.srv.breakFor(path, w)
 		}
 		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
 			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}

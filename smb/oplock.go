@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"plug/smb/internal/wire"
 )
 
@@ -71,6 +73,8 @@ type opener struct {
 	overwrite     bool
 	deleting      bool      // it deletes the file on close
 	lease         *leaseReq // the lease it asks for: its own is not broken
+	stream        string    // the named stream it opens (lower case), "" for the file's data
+	retry         bool      // it has waited for breaks before
 }
 
 // breakFor starts the breaks an open w of path needs: exclusive and batch
@@ -81,22 +85,36 @@ type opener struct {
 // overwrites. As Windows has
 // it, a stat open (no access but to attributes) breaks nothing, and an
 // exclusive oplock is not broken for an open that its share mode refuses
-// anyway (a batch one is: its holder may close a cached handle). A parked
+// anyway (a batch one is: its holder may close a cached handle); an open
+// for MAXIMUM_ALLOWED is judged by the access it would get. A named
+// stream's opens are apart from its file's. A parked
 // durable open that would have to be told is closed instead. It returns a
 // channel closed once the holders have acknowledged (or closed, or timed
-// out), nil when there is nothing to wait for.
+// out), nil when there is nothing to wait for: the open waits for oplock
+// breaks, and for lease breaks that take write caching (handle caching,
+// when its share mode is refused).
 func (s *Server) breakFor(path string, w opener) <-chan struct{} {
-	overwrite := w.overwrite
-	if !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+	if !w.overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
 		return nil
 	}
-	st, err := s.root.statPath(path)
+	fd, err := s.root.open(path, unix.O_PATH, 0)
 	if err != nil {
 		return nil
 	}
+	st, err := fstat(fd)
+	if err == nil && w.access&accMaximumAllowed != 0 {
+		w.access, _ = grant(w.access, maxAccess(fd, &st))
+	}
+	unix.Close(fd)
+	overwrite := w.overwrite
+	if err != nil || !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize) == 0 {
+		return nil
+	}
+	key := st.key()
+	key.stream = w.stream
 	ft := &s.files
 	ft.mu.Lock()
-	n := ft.nodes[st.key()]
+	n := ft.nodes[key]
 	if n == nil || n.deletePending {
 		// Nothing to break; or the open is refused, breaking nothing.
 		ft.mu.Unlock()
@@ -110,6 +128,7 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	// no lease.
 	leaseStat := !overwrite && w.access&^(accReadAttr|accWriteAttr|accSynchronize|accReadControl) == 0
 	seen := map[*lease]bool{}
+	delay := false
 	for _, o := range n.opens {
 		if l := o.lease; l != nil {
 			if seen[l] || leaseStat || w.lease != nil && w.lease.id == l.id {
@@ -127,11 +146,25 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 			case w.deleting:
 				to &^= leaseH // the holder must close the handles it keeps
 			}
-			b, p := ft.breakLease(l, to)
+			// The open waits for the break (as Samba has it) when it takes
+			// write caching, or handle caching from a holder its share
+			// mode is refused beside; or when the lease was breaking
+			// already and the open has waited before.
+			mask := leaseW
+			if refused {
+				mask = leaseH
+			}
+			breaking := l.breaking
+			if l.state&^to == 0 {
+				delay = delay || breaking
+				continue
+			}
+			b, p := ft.breakLease(l, to, true)
 			if b != nil {
 				lsends = append(lsends, b)
 			}
 			purge = append(purge, p...)
+			delay = delay || l.state&mask != 0 || breaking && w.retry
 			continue
 		}
 		switch {
@@ -157,13 +190,13 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	n.countLevelII()
 	var wait chan struct{}
 	for _, o := range n.opens {
-		// An open does not wait for the break of its own lease.
-		if o.breakingNow() && (w.lease == nil || o.lease == nil || o.lease.id != w.lease.id) {
-			if n.breakDone == nil {
-				n.breakDone = make(chan struct{})
-			}
-			wait = n.breakDone
+		delay = delay || o.lease == nil && o.breaking
+	}
+	if delay {
+		if n.breakDone == nil {
+			n.breakDone = make(chan struct{})
 		}
+		wait = n.breakDone
 	}
 	ft.mu.Unlock()
 	for _, o := range purge {
@@ -178,6 +211,22 @@ func (s *Server) breakFor(path string, w opener) <-chan struct{} {
 	return wait
 }
 
+// breakWait is the channel closed when the breaks under way on n's opens
+// end, nil when none is; the break of the lease own (nil for none) is not
+// waited for: an open does not wait for its own lease. The caller holds
+// ft.mu.
+func (n *fileNode) breakWait(own *leaseID) chan struct{} {
+	for _, o := range n.opens {
+		if o.breakingNow() && (own == nil || o.lease == nil || o.lease.id != *own) {
+			if n.breakDone == nil {
+				n.breakDone = make(chan struct{})
+			}
+			return n.breakDone
+		}
+	}
+	return nil
+}
+
 // breakLevelII takes level II oplocks (o's own too, as Windows does) and
 // read leases of other keys than o's from the opens of o's file, because
 // o changes the file's data or locks a range of it. Such a break is not
@@ -190,7 +239,7 @@ func (ft *fileTable) breakLevelII(o *open) {
 	if n := o.node; n != nil && n.levelII > 0 {
 		for _, x := range n.opens {
 			if l := x.lease; l != nil && l != o.lease && l.state&leaseR != 0 {
-				b, p := ft.breakLease(l, 0)
+				b, p := ft.breakLease(l, 0, true)
 				if b != nil {
 					lsends = append(lsends, b)
 				}

@@ -92,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 		conns:    map[*conn]struct{}{},
 		sessions: map[uint64]*session{},
 	}
-	s.files.init()
+	s.files.init(s)
 	s.parked.m = map[uint64]*open{}
 	var id [8]byte
 	if _, err := rand.Read(s.guid[:]); err != nil {

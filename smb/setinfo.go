@@ -4,6 +4,7 @@ package smb
 
 import (
 	"encoding/binary"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -18,19 +19,46 @@ func (c *conn) setInfo(r *request) uint32 {
 	if err != nil {
 		return wire.StatusInvalidParameter
 	}
-	addl := le.Uint32(b[12:])
 	o, status := c.fileFor(r, b[16:32])
 	if status != wire.StatusSuccess {
 		return status
 	}
+	// A rename waits until the other leases' holders have let go of the
+	// handles they cache; it answers later, when it can (the last of a
+	// chain).
+	if typ == infoFile && class == fileRenameInformation && o.stream == "" {
+		if wait := c.srv.breakHandleCaching(o); wait != nil && r.chain.last {
+			return c.setInfoAfterBreak(r, o, wait)
+		}
+	}
+	return c.setInfoOf(r, o, buf)
+}
+
+// setInfoOf sets what r asks of o, buf being the information r carries.
+func (c *conn) setInfoOf(r *request, o *open, buf []byte) uint32 {
+	b := r.body
+	le := binary.LittleEndian
+	typ, class := b[2], b[3]
+	addl := le.Uint32(b[12:])
+	var status uint32
 	switch typ {
 	case infoFile:
 		status = c.setFileInfo(r, o, class, buf)
 	case infoSecurity:
-		// No ACL storage: a descriptor is accepted and changes nothing,
-		// for those allowed to set one.
+		// The parts set are kept (see sd.go); where the file system keeps
+		// no user xattrs, a descriptor is accepted and changes nothing.
 		if addl&(ownerSecurity|groupSecurity) != 0 && o.access&accWriteOwner == 0 || addl&daclSecurity != 0 && o.access&accWriteDAC == 0 {
 			return wire.StatusAccessDenied
+		}
+		if status = checkSD(buf); status != wire.StatusSuccess {
+			return status
+		}
+		if parts := addl & (ownerSecurity | groupSecurity | daclSecurity); parts != 0 && c.srv.root.streams {
+			st, err := fstat(o.fd)
+			if err != nil {
+				return ntStatus(err)
+			}
+			status = keepSD(o.fd, &st, buf, parts)
 		}
 	case infoFilesystem, infoQuota:
 		return wire.StatusNotSupported
@@ -41,6 +69,50 @@ func (c *conn) setInfo(r *request) uint32 {
 		r.out = le.AppendUint16(r.out, 2)
 	}
 	return status
+}
+
+// setInfoAfterBreak answers r, a rename of o, later: once the lease
+// breaks it waits for have ended, and those that their ends show are
+// needed then, or it is cancelled.
+func (c *conn) setInfoAfterBreak(r *request, o *open, wait <-chan struct{}) uint32 {
+	cancelled := make(chan struct{})
+	var once sync.Once
+	op, status := c.goAsync(r, func() { once.Do(func() { close(cancelled) }) })
+	if op == nil {
+		return status
+	}
+	// The request's buffer is reused once it has been answered.
+	msg := append([]byte(nil), r.msg...)
+	h, sess, tree, enc := r.h, r.sess, r.tree, r.encrypted
+	go func() {
+		for wait != nil {
+			select {
+			case <-wait:
+			case <-cancelled:
+				op.complete(wire.StatusCancelled, nil)
+				return
+			}
+			wait = c.srv.breakHandleCaching(o)
+		}
+		c.mu.Lock()
+		live := c.opens[o.id] == o
+		c.mu.Unlock()
+		if !live {
+			op.complete(wire.StatusFileClosed, nil) // closed while it waited
+			return
+		}
+		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
+			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
+		b := r2.body
+		buf, _ := wire.Field(msg, uint32(binary.LittleEndian.Uint16(b[8:])), binary.LittleEndian.Uint32(b[4:]), wire.HeaderSize+32) // checked by setInfo
+		status := c.setInfoOf(r2, o, buf)
+		var body func([]byte) []byte
+		if status == wire.StatusSuccess {
+			body = func(b []byte) []byte { return append(b, r2.out[wire.HeaderSize:]...) }
+		}
+		op.complete(status, body)
+	}()
+	return wire.StatusPending
 }
 
 // setFileInfo sets one file information class.
@@ -89,6 +161,9 @@ func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 
 		if size > 1<<62 {
 			return wire.StatusInvalidParameter
 		}
+		// Setting either size ends others' read caching, as a write does
+		// (MS-FSA 2.1.5.14.3, 2.1.5.14.4).
+		c.srv.files.breakLevelII(o)
 		if o.stream != "" {
 			if class == fileAllocationInformation {
 				return wire.StatusSuccess
@@ -105,7 +180,6 @@ func (c *conn) setFileInfo(r *request, o *open, class uint8, buf []byte) uint32 
 				return wire.StatusSuccess
 			}
 		}
-		c.srv.files.breakLevelII(o)
 		o.io.RLock()
 		err := unix.Ftruncate(o.fd, int64(size))
 		o.io.RUnlock()

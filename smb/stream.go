@@ -178,14 +178,14 @@ func (c *conn) createStream(r *request, q *createReq, path string) uint32 {
 	if name == "" {
 		name = q.stream
 	}
-	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, stream: name, encrypted: r.encrypted}
+	o := &open{conn: c, tree: r.tree, access: access, share: q.Share, options: q.Options, stream: name, encrypted: r.encrypted, ask: c.leaseAsk(q)}
 	o.deleteOnClose = q.Options&optDeleteOnClose != 0
 	if o.fd, err = unix.Dup(fd0); err != nil {
 		return ntStatus(err)
 	}
 	key := st.key()
 	key.stream = strings.ToLower(name)
-	if status := c.srv.files.attach(o, key, path, 0); status != wire.StatusSuccess {
+	if status := c.srv.files.attach(o, key, path, q.Oplock); status != wire.StatusSuccess {
 		unix.Close(o.fd)
 		return status
 	}
@@ -200,7 +200,7 @@ func (c *conn) createStream(r *request, q *createReq, path string) uint32 {
 	}
 	c.addOpen(o)
 	c.streamStat(o, &st)
-	c.appendCreateResponse(r, q, o, &st, action, nil) // a stream's open is neither leased nor durable
+	c.appendCreateResponse(r, q, o, &st, action, c.leaseContext(o)) // a stream's open is not durable
 	r.chain.file = o
 	return wire.StatusSuccess
 }

@@ -90,11 +90,16 @@ count() {
 }
 
 # why SUBTEST SUITE prints the reason it fails on plug: known-failures.txt's,
-# else smbtorture's message (of a failure, or of the skip it was).
+# else smbtorture's message (of a failure, or of the skip it was), else,
+# when the timeout cut the run before it, that it was not reached.
 why() {
 	k=$(awk -v t="$1" -F '\t' '!/^#/ && $1 == t { print $2; exit }' "$here/known-failures.txt" 2>/dev/null || true)
 	if [ -n "$k" ]; then
 		echo "$k"
+		return
+	fi
+	if [ -f "$out/plug-$2.cut" ] && ! grep -q "^test: $1\$" "$out/plug-$2.subunit"; then
+		echo "not reached: the timeout cut the run before it"
 		return
 	fi
 	awk -v t="$1" '

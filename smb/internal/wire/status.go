@@ -35,6 +35,7 @@ const (
 	StatusDeletePending                    uint32 = 0xC0000056
 	StatusPrivilegeNotHeld                 uint32 = 0xC0000061
 	StatusLogonFailure                     uint32 = 0xC000006D
+	StatusInvalidSecurityDescr             uint32 = 0xC0000079
 	StatusRangeNotLocked                   uint32 = 0xC000007E
 	StatusDiskFull                         uint32 = 0xC000007F
 	StatusInsufficientResources            uint32 = 0xC000009A
