@@ -2,8 +2,10 @@ package tunnel
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,3 +72,54 @@ func heapMemory() (held, spare uint64) {
 	}
 	return held, spare
 }
+
+// gcHeadroom is the most garbage an agent lets pile up between two
+// collections once its live heap is large, and gcPercentMin the lowest
+// GOGC it sets for that. plug agent's GOGC of 300 lets the heap grow to
+// four times what is alive: cheap while a few MB are (an agent carrying
+// streams), but an agent holding the names of 10,000 Services and 200
+// runs (some 30 MB) would grow to 120 MB before it collects.
+const (
+	gcHeadroom   = 64 << 20
+	gcPercentMin = 100
+)
+
+// headroomPercent is the GOGC that lets gcHeadroom of garbage pile up over
+// a live heap of live bytes, within gcPercentMin and highest.
+func headroomPercent(live uint64, highest int) int {
+	if live == 0 {
+		return highest
+	}
+	return int(max(gcPercentMin, min(uint64(highest), gcHeadroom*100/live)))
+}
+
+// CapGarbage keeps GOGC, after each collection, at headroomPercent of the
+// live heap the collection found, highest being the GOGC the process runs
+// with, until stop is called: plug agent calls it as it starts, unless the
+// environment sets GOGC.
+func CapGarbage(highest int) (stop func()) {
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	set := highest
+	var stopped atomic.Bool
+	var collected func(*gcCycle)
+	collected = func(c *gcCycle) {
+		if stopped.Load() {
+			return
+		}
+		metrics.Read(live)
+		if live[0].Value.Kind() == metrics.KindUint64 {
+			if pct := headroomPercent(live[0].Value.Uint64(), highest); pct != set {
+				debug.SetGCPercent(pct)
+				set = pct
+			}
+		}
+		runtime.SetFinalizer(c, collected) // again after the next collection
+	}
+	runtime.SetFinalizer(&gcCycle{}, collected)
+	return func() { stopped.Store(true) }
+}
+
+// gcCycle is an object nothing refers to, whose finalizer runs after each
+// collection. It holds a pointer so that it is allocated alone, not with
+// other small objects, which may keep it alive.
+type gcCycle struct{ _ *byte }

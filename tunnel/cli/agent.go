@@ -214,7 +214,9 @@ func loadHostKey(ctx context.Context, platform tunnel.Platform) (ssh.Signer, err
 
 func (c *cli) agent(ctx context.Context) error {
 	tuneGC()
-	capGarbage()
+	if os.Getenv("GOGC") == "" {
+		tunnel.CapGarbage(gcPercent)
+	}
 	logger := log.New(c.stderr, "plug agent: ", log.LstdFlags)
 	if soft := limitMemory("/sys/fs/cgroup"); soft > 0 {
 		logger.Printf("the container's memory limit is %d MiB: the agent's garbage collector keeps it under %d MiB", int64(float64(soft)/memoryShare)>>20, soft>>20)

@@ -3,9 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,54 +28,6 @@ var tuneGC = sync.OnceFunc(func() {
 		debug.SetGCPercent(gcPercent)
 	}
 })
-
-// gcHeadroom is the most garbage the agent lets pile up between two
-// collections once its live heap is large, and gcPercentMin the lowest
-// GOGC it sets for that. gcPercent lets the heap grow to four times what
-// is alive: cheap while a few MB are (an agent carrying streams), but an
-// agent holding the names of 10,000 Services and 200 runs (some 30 MB)
-// would grow to 120 MB before it collects.
-const (
-	gcHeadroom   = 64 << 20
-	gcPercentMin = 100
-)
-
-// headroomPercent is the GOGC that lets gcHeadroom of garbage pile up over
-// a live heap of live bytes, within gcPercentMin and gcPercent.
-func headroomPercent(live uint64) int {
-	if live == 0 {
-		return gcPercent
-	}
-	return int(max(gcPercentMin, min(gcPercent, gcHeadroom*100/live)))
-}
-
-// capGarbage keeps, after each collection, GOGC at headroomPercent of the
-// live heap the collection found, unless the environment sets GOGC: plug
-// agent calls it as it starts.
-func capGarbage() {
-	if os.Getenv("GOGC") != "" {
-		return
-	}
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	set := gcPercent
-	var collected func(*gcCycle)
-	collected = func(c *gcCycle) {
-		metrics.Read(live)
-		if live[0].Value.Kind() == metrics.KindUint64 {
-			if pct := headroomPercent(live[0].Value.Uint64()); pct != set {
-				debug.SetGCPercent(pct)
-				set = pct
-			}
-		}
-		runtime.SetFinalizer(c, collected) // again after the next collection
-	}
-	runtime.SetFinalizer(&gcCycle{}, collected)
-}
-
-// gcCycle is an object nothing refers to, whose finalizer runs after each
-// collection. It holds a pointer so that it is allocated alone, not with
-// other small objects, which may keep it alive.
-type gcCycle struct{ _ *byte }
 
 // memoryShare is the part of its container's memory limit the agent lets
 // the Go runtime use before it collects garbage harder than GOGC says: the
