@@ -25,7 +25,7 @@ import (
 // makes anyway.
 const (
 	scavengeEvery = 10 * time.Second
-	scavengeOver  = 16 << 20
+	scavengeOver  = 4 << 20
 )
 
 // returnMemory gives freed memory back to the system, as above, until ctx
