@@ -33,8 +33,11 @@ const (
 	maxCatalogNames = 20000
 	maxCatalogNotes = 8
 	// catalogFrameBudget is where a catalog is split into another frame,
-	// well below maxControlFrame.
-	catalogFrameBudget = 48 << 10
+	// well below maxControlFrame, and small: x/crypto/ssh keeps buffers as
+	// large as the largest write for each connection (its channel's packet,
+	// its cipher's), and frames of 48 KiB left some 80 KiB in the agent for
+	// every run it told the catalog of 2,000 Services; frames of 8 KiB, 20.
+	catalogFrameBudget = 8 << 10
 )
 
 // catalogMsg carries a catalog, agent to CLI: the whole of it when the run

@@ -132,8 +132,11 @@ func TestCatalogChangeCostsEachRunOneSmallMessage(t *testing.T) {
 	signer, _ := newKey(t)
 	sessions := make([]*tunnel.Session, runs)
 	var wg sync.WaitGroup
+	at := make(chan struct{}, 16) // within one address's share of handshakes at once
 	for i := range sessions {
 		wg.Go(func() {
+			at <- struct{}{}
+			defer func() { <-at }()
 			sessions[i], _ = connect(t, proxy.Addr(), hostKey, signer, tunnel.RunInfo{ID: fmt.Sprintf("run-%03d", i)})
 		})
 	}

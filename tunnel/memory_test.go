@@ -29,6 +29,7 @@ import (
 // alone, a flood that must not take the test's own CPU.
 const (
 	agentProcessEnv = "PLUG_TEST_AGENT_PROCESS" // runAgentProcess
+	agentNamesEnv   = "PLUG_TEST_AGENT_NAMES"   // runAgentProcess: how many cluster names, and caps for 1,000 runs of one key
 	floodProcessEnv = "PLUG_TEST_FLOOD"         // runFlood, of the address it names
 )
 
@@ -116,6 +117,11 @@ func runAgentProcess() {
 	// connections hold none.
 	a := &tunnel.Agent{Platform: platform, HostKey: signer, ID: "agent-0", Logf: func(string, ...any) {},
 		Limits: tunnel.Limits{Channels: tunnel.DefaultLimits.Channels}}
+	if n, _ := strconv.Atoi(os.Getenv(agentNamesEnv)); n > 0 {
+		platform.SetNames(scaleNames(n)...)
+		a.Limits.Runs, a.Limits.RunsPerKey, a.Limits.ConnsPerKey = 1000, 1000, 1000
+	}
+	tunnel.CapGarbage(300) // as plug agent does, with the GOGC below
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
@@ -127,11 +133,12 @@ func runAgentProcess() {
 
 // startAgentProcess starts runAgentProcess in a child process with the
 // garbage collector's settings of plug agent in a container whose memory
-// limit is limitMiB (GOGC=300, and a soft limit at 90 % of it), stopped when
-// the test ends; it returns the agent's address, host key and process id.
-func startAgentProcess(t *testing.T, limitMiB int) (string, ssh.PublicKey, int) {
+// limit is limitMiB (GOGC=300, and a soft limit at 90 % of it), with env
+// added, stopped when the test ends; it returns the agent's address, host
+// key and process id.
+func startAgentProcess(t *testing.T, limitMiB int, env ...string) (string, ssh.PublicKey, int) {
 	t.Helper()
-	line, pid := startHelper(t, agentProcessEnv+"=1", "GOGC=300", fmt.Sprintf("GOMEMLIMIT=%dMiB", limitMiB*9/10))
+	line, pid := startHelper(t, append([]string{agentProcessEnv + "=1", "GOGC=300", fmt.Sprintf("GOMEMLIMIT=%dMiB", limitMiB*9/10)}, env...)...)
 	addr, authorized, ok := strings.Cut(line, " ")
 	if !ok {
 		t.Fatalf("the agent process said %q", line)

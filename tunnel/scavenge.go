@@ -2,24 +2,30 @@ package tunnel
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
-// After a burst (a key that made the agent hold much, then left), the Go
-// runtime keeps the memory it freed, and when nothing is allocated any
-// more it does not even collect it: the agent's resident memory stays near
-// its peak. So every scavengeEvery the agent gives back to the system,
-// with a collection first (debug.FreeOSMemory), the heap's memory when
-// more than scavengeOver of it is free, or when a key has given back
-// something it held (a connection, a channel, a run, a name) since and the
-// heap holds more than scavengeOver: what it held may be garbage that no
-// collection has found yet. That is one collection every scavengeEvery at
-// most, beside the tens a second a busy agent makes anyway.
+// After a burst (a key that made the agent hold much, then left; the
+// cluster's names listed; many runs told them), the Go runtime keeps the
+// memory it freed, and when nothing is allocated any more it does not even
+// collect it: the agent's resident memory stays near its peak, and with
+// the agent's GOGC of 300 that peak may be four times what is alive. So
+// every scavengeEvery the agent gives back to the system, with a
+// collection first (debug.FreeOSMemory), what its heap holds beyond the
+// objects the last collection found alive, when that is more than
+// scavengeOver (free memory, and garbage no collection has found yet), or
+// when a key has given back something it held (a connection, a channel, a
+// run, a name) since and the heap holds more than scavengeOver: what it
+// held became garbage after the last collection. That is one collection
+// every scavengeEvery at most, beside the tens a second a busy agent
+// makes anyway.
 const (
 	scavengeEvery = 10 * time.Second
-	scavengeOver  = 16 << 20
+	scavengeOver  = 4 << 20
 )
 
 // returnMemory gives freed memory back to the system, as above, until ctx
@@ -37,8 +43,8 @@ func returnMemory(ctx context.Context, given <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		}
-		held, free := heapMemory()
-		if free > scavengeOver || released && held > scavengeOver {
+		held, spare := heapMemory()
+		if spare > scavengeOver || released && held > scavengeOver {
 			debug.FreeOSMemory()
 		}
 		released = false
@@ -46,21 +52,74 @@ func returnMemory(ctx context.Context, given <-chan struct{}) {
 }
 
 // heapMemory is what the heap holds from the system, and how much of that
-// is free (holds no object, dead or alive).
-func heapMemory() (held, free uint64) {
+// the last collection did not find alive: free memory, and objects that
+// have died since or were not collected yet.
+func heapMemory() (held, spare uint64) {
 	s := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/gc/heap/live:bytes"},
 	}
 	metrics.Read(s)
-	for _, m := range s {
+	for _, m := range s[:3] {
 		if m.Value.Kind() == metrics.KindUint64 {
 			held += m.Value.Uint64()
 		}
 	}
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		free = s[0].Value.Uint64()
+	if live := s[3].Value; live.Kind() == metrics.KindUint64 && live.Uint64() < held {
+		spare = held - live.Uint64()
 	}
-	return held, free
+	return held, spare
 }
+
+// gcHeadroom is the most garbage an agent lets pile up between two
+// collections once its live heap is large, and gcPercentMin the lowest
+// GOGC it sets for that. plug agent's GOGC of 300 lets the heap grow to
+// four times what is alive: cheap while a few MB are (an agent carrying
+// streams), but an agent holding the names of 10,000 Services and 200
+// runs (some 30 MB) would grow to 120 MB before it collects.
+const (
+	gcHeadroom   = 64 << 20
+	gcPercentMin = 100
+)
+
+// headroomPercent is the GOGC that lets gcHeadroom of garbage pile up over
+// a live heap of live bytes, within gcPercentMin and highest.
+func headroomPercent(live uint64, highest int) int {
+	if live == 0 {
+		return highest
+	}
+	return int(max(gcPercentMin, min(uint64(highest), gcHeadroom*100/live)))
+}
+
+// CapGarbage keeps GOGC, after each collection, at headroomPercent of the
+// live heap the collection found, highest being the GOGC the process runs
+// with, until stop is called: plug agent calls it as it starts, unless the
+// environment sets GOGC.
+func CapGarbage(highest int) (stop func()) {
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	set := highest
+	var stopped atomic.Bool
+	var collected func(*gcCycle)
+	collected = func(c *gcCycle) {
+		if stopped.Load() {
+			return
+		}
+		metrics.Read(live)
+		if live[0].Value.Kind() == metrics.KindUint64 {
+			if pct := headroomPercent(live[0].Value.Uint64(), highest); pct != set {
+				debug.SetGCPercent(pct)
+				set = pct
+			}
+		}
+		runtime.SetFinalizer(c, collected) // again after the next collection
+	}
+	runtime.SetFinalizer(&gcCycle{}, collected)
+	return func() { stopped.Store(true) }
+}
+
+// gcCycle is an object nothing refers to, whose finalizer runs after each
+// collection. It holds a pointer so that it is allocated alone, not with
+// other small objects, which may keep it alive.
+type gcCycle struct{ _ *byte }

@@ -76,7 +76,8 @@ func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterN
 // their relay forwards; parked services are left out, as their relay
 // answers for them, and so are the copies of services taken over
 // personally, and the agent's own service, which runs neither
-// serve nor reach.
+// serve nor reach. A volume helper's service is Unlisted: the agent dials
+// it for the run that mounts the volume, but no run is told it as a name.
 func (p *Platform) Names(ctx context.Context) ([]tunnel.ClusterName, error) {
 	all, err := p.opts.Client.Services(ctx, nil)
 	if err != nil {
@@ -108,7 +109,9 @@ func (p *Platform) Names(ctx context.Context) ([]tunnel.ClusterName, error) {
 		} else {
 			ports = p.servicePorts(ctx, s, images)
 		}
-		names = append(names, clusterName(forms, ports))
+		n := clusterName(forms, ports)
+		n.Unlisted = s.Spec.Labels[labelVolume] != "" // a volume helper's, which its run reaches through its own port
+		names = append(names, n)
 	}
 	slices.SortFunc(names, func(a, b tunnel.ClusterName) int { return strings.Compare(a.Name, b.Name) })
 	return names, nil

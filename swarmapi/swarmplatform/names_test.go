@@ -19,7 +19,8 @@ import (
 // engine: one service with the override label (a UDP port among them), one
 // publishing a TCP and a UDP port whose image exposes more (one UDP), one on
 // another network, a new name's relay, a takeover's relay and the service
-// it parked. UDP ports are listed apart, for runs to reach over datagrams.
+// it parked, and a volume helper (told to no run). UDP ports are listed
+// apart, for runs to reach over datagrams.
 func TestNamesTakePortsFromTheLabelTheSpecAndTheImage(t *testing.T) {
 	f := newFakeSwarm(t)
 	f.AddNetwork("other", true)
@@ -41,6 +42,7 @@ func TestNamesTakePortsFromTheLabelTheSpecAndTheImage(t *testing.T) {
 		service("db", fakeAgentImage, "app", map[string]string{labelRelay: "db", labelPorts: "5432:40001"}),
 		service("plug-cache", fakeAgentImage, "app", map[string]string{labelRelay: "cache", labelPorts: "6379:40002"}, "cache", "stack_cache"),
 		service("stack_cache", "cache:1", "app", map[string]string{labelReceipt: "{}"}, "cache"),
+		service("plug-vol-web", fakeAgentImage, "app", map[string]string{labelVolume: "web", labelExpose: "445"}),
 	} {
 		f.create(t, spec)
 	}
@@ -53,6 +55,8 @@ func TestNamesTakePortsFromTheLabelTheSpecAndTheImage(t *testing.T) {
 		{Name: "api", Aliases: []string{"stack_api"}, Ports: []int{9000, 9001}, UDPPorts: []int{8125}},
 		{Name: "cache", Aliases: []string{"stack_cache"}, Ports: []int{6379}},
 		{Name: "db", Ports: []int{5432}},
+		// A volume helper's service: dialled for its run, told to none.
+		{Name: "plug-vol-web", Ports: []int{445}, Unlisted: true},
 		{Name: "web", Ports: []int{8080, 8443}, UDPPorts: []int{53, 5353}},
 	}
 	if !reflect.DeepEqual(names, want) {
