@@ -19,7 +19,7 @@ import (
 // Each thread's time is read from /proc/PID/task/TID/schedstat, in
 // nanoseconds: the same time /proc/PID/stat counts as utime + stime in
 // 10 ms ticks, too coarse for a transfer of a fraction of a second.
-// Threads that ended are not counted; the tunnels' processes (Go's
+// Threads and processes that ended are not counted; the tunnels' processes (Go's
 // runtime threads, OpenSSH's single-threaded processes) keep theirs.
 func treeCPU(roots []int, skip string) (time.Duration, error) {
 	children := map[int][]int{}
@@ -36,6 +36,10 @@ func treeCPU(roots []int, skip string) (time.Duration, error) {
 	}
 	var total time.Duration
 	seen := map[int]bool{}
+	root := map[int]bool{}
+	for _, pid := range roots {
+		root[pid] = true
+	}
 	queue := append([]int(nil), roots...)
 	for len(queue) > 0 {
 		pid := queue[0]
@@ -48,9 +52,10 @@ func treeCPU(roots []int, skip string) (time.Duration, error) {
 			continue
 		}
 		t, err := processCPU(pid)
-		if err != nil {
+		if err != nil && root[pid] {
 			return 0, err
 		}
+		// A descendant that ended since the listing took its time with it.
 		total += t
 		queue = append(queue, children[pid]...)
 	}
