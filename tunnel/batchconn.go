@@ -17,6 +17,14 @@ const (
 	batchMax = 64 << 10
 	// batchCloseWait bounds how long Close tries to send what waits.
 	batchCloseWait = time.Second
+	// directMax bounds a write that goes out at once, from the writer's
+	// own goroutine, when nothing waits and the connection is not being
+	// written: a small packet (a request, an answer, a window adjustment)
+	// is then not handed to the sender, whose wake-up is a round trip's
+	// largest cost on a busy machine. x/crypto/ssh writes a packet smaller
+	// than its 4 KiB write buffer in one write, and a larger one in writes
+	// of 4 KiB and more, which the sender gathers.
+	directMax = 4 << 10
 )
 
 // batchBuffers holds the buffers of writes waiting for the sender, so that
@@ -26,7 +34,9 @@ var batchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, batchMax); r
 // batchConn is a net.Conn whose writes are copied and sent by one goroutine,
 // gathered into as few writes as the kernel's pace allows. Write returns
 // once its bytes are copied; an error of the sending is returned by the
-// Writes after it. Close sends what waits, for at most batchCloseWait, then
+// Writes after it. A write of less than directMax bytes when nothing waits
+// and nothing is being sent is written at once by Write itself, and its
+// error returned. Either way, bytes go out in the order of the Writes. Close sends what waits, for at most batchCloseWait, then
 // closes the connection. Reads and deadlines are the connection's own.
 type batchConn struct {
 	net.Conn
@@ -34,7 +44,8 @@ type batchConn struct {
 	mu      sync.Mutex
 	changed *sync.Cond // waiting was taken or filled, or closing or err set
 	waiting *[]byte    // written, not yet taken by the sender; nil when none
-	err     error      // the sender's write failed
+	sending bool       // the connection is being written (by the sender or a direct Write)
+	err     error      // a write of the connection failed
 	closing bool
 	done    chan struct{} // closed when the sender returned
 	close   sync.Once
@@ -61,6 +72,8 @@ func (b *batchConn) Write(p []byte) (int, error) {
 		return 0, b.err
 	case b.closing:
 		return 0, net.ErrClosed
+	case len(p) < directMax && b.waiting == nil && !b.sending:
+		return b.writeDirect(p)
 	}
 	if b.waiting == nil {
 		b.waiting = batchBuffers.Get().(*[]byte)
@@ -70,6 +83,22 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// writeDirect writes p to the connection from the calling goroutine; what
+// is written meanwhile waits for the sender, which waits for this write.
+// Called with b.mu held, which it releases during the write.
+func (b *batchConn) writeDirect(p []byte) (int, error) {
+	b.sending = true
+	b.mu.Unlock()
+	n, err := b.Conn.Write(p)
+	b.mu.Lock()
+	b.sending = false
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	b.changed.Broadcast()
+	return n, err
+}
+
 // send writes what waits, all of it in one write, until the connection
 // closes or a write fails.
 func (b *batchConn) send() {
@@ -77,14 +106,15 @@ func (b *batchConn) send() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
-		for b.waiting == nil && !b.closing {
+		for (b.waiting == nil || b.sending) && b.err == nil && !(b.closing && !b.sending) {
 			b.changed.Wait()
 		}
-		if b.waiting == nil {
-			return // closing, and everything sent
+		if b.waiting == nil || b.err != nil {
+			return // closing, and everything sent; or a write failed
 		}
 		buf := b.waiting
 		b.waiting = nil
+		b.sending = true
 		b.changed.Broadcast()
 		b.mu.Unlock()
 		_, err := b.Conn.Write(*buf)
@@ -93,6 +123,7 @@ func (b *batchConn) send() {
 			batchBuffers.Put(buf)
 		}
 		b.mu.Lock()
+		b.sending = false
 		if err != nil {
 			b.err = err
 			b.changed.Broadcast()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,7 +49,8 @@ func TestBatchConnCloseSendsWhatWaits(t *testing.T) {
 	near, far := net.Pipe()
 	defer far.Close()
 	b := newBatchConn(near)
-	msg := []byte("the last message before the close")
+	// Not a small write, which would be written at once.
+	msg := bytes.Repeat([]byte("the last message before the close "), directMax)
 	if _, err := b.Write(msg); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestBatchConnCloseSendsWhatWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, msg) {
-		t.Fatalf("the peer read %q, want %q", got, msg)
+		t.Fatalf("the peer read %d bytes, want the %d of the message", len(got), len(msg))
 	}
 	if err := <-closed; err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestBatchConnCloseGivesUpOnAPeerThatDoesNotRead(t *testing.T) {
 	near, far := net.Pipe()
 	defer far.Close()
 	b := newBatchConn(near)
-	if _, err := b.Write([]byte("never read")); err != nil {
+	if _, err := b.Write(make([]byte, directMax)); err != nil { // not small: it waits for the sender
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -94,9 +96,10 @@ func TestBatchConnHoldsAWriterAtBatchMax(t *testing.T) {
 	defer far.Close()
 	b := newBatchConn(near)
 	defer b.Close()
-	// The sender takes the first write and blocks in the pipe; the
-	// second fills what may wait; the third must wait for the peer.
-	first := []byte("first")
+	// The sender takes the first write (not a small one, which would be
+	// written at once) and blocks in the pipe; the second fills what may
+	// wait; the third must wait for the peer.
+	first := make([]byte, directMax)
 	if _, err := b.Write(first); err != nil {
 		t.Fatal(err)
 	}
@@ -149,5 +152,54 @@ func TestBatchConnWriteFailsAfterThePeerIsGone(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("writes to a reset connection kept succeeding")
 		}
+	}
+}
+
+func TestBatchConnWritesASmallPacketItselfWhenIdle(t *testing.T) {
+	// net.Pipe has no buffer: a Write that writes to it itself returns
+	// only once the peer read all of it.
+	near, far := net.Pipe()
+	defer far.Close()
+	b := newBatchConn(near)
+	defer b.Close()
+	var returned atomic.Bool
+	seen := make(chan bool, 1)
+	go func() {
+		one := make([]byte, 1)
+		io.ReadFull(far, one)
+		seen <- returned.Load() // one byte is still unread: Write cannot have returned if it writes itself
+		io.ReadFull(far, one)
+	}()
+	if _, err := b.Write([]byte("ab")); err != nil {
+		t.Fatal(err)
+	}
+	returned.Store(true)
+	if <-seen {
+		t.Fatal("a small write on an idle connection returned before it was written: it was handed to the sender")
+	}
+}
+
+func TestBatchConnKeepsSmallWritesBehindWhatWaits(t *testing.T) {
+	near, far := net.Pipe()
+	defer far.Close()
+	b := newBatchConn(near)
+	defer b.Close()
+	// The sender blocks in the pipe with the first, large write until the
+	// peer reads; the small writes after it, on a connection being
+	// written, must wait behind it and behind the large ones queued.
+	var want bytes.Buffer
+	for i := range 20 {
+		p := bytes.Repeat([]byte{byte(i)}, 1+(1-i%2)*(directMax+i))
+		want.Write(p)
+		if _, err := b.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]byte, want.Len())
+	if _, err := io.ReadFull(far, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal("the peer read the writes out of order")
 	}
 }

@@ -40,6 +40,7 @@ func drive(args []string) error {
 	fs.IntVar(&d.agentPort, "agent-port", 32222, "the agent's NodePort")
 	fs.IntVar(&d.sshdPort, "sshd-port", 2022, "the bench sshd's port")
 	fs.IntVar(&d.sshForwardPort, "ssh-forward-port", 19001, "the port ssh -R opens on the node's address through the bench sshd")
+	fs.IntVar(&d.sshdPID, "sshd-pid", 0, "the bench sshd's process (its per-connection children are found from it)")
 	fs.StringVar(&d.sshKey, "ssh-key", "", "the OpenSSH client's key (the sshd accepts it; the agent admits anyone)")
 	fs.Int64Var(&d.bytes, "bytes", 1<<30, "bytes of each throughput transfer")
 	fs.IntVar(&d.rr, "rr", 10000, "round trips of the latency measurement")
@@ -56,6 +57,9 @@ func drive(args []string) error {
 		if v == "" {
 			return fmt.Errorf("give -%s", name)
 		}
+	}
+	if d.sshdPID == 0 {
+		return errors.New("give -sshd-pid")
 	}
 	d.out = csv.NewWriter(os.Stdout)
 	defer d.out.Flush()
@@ -75,7 +79,7 @@ const (
 type driver struct {
 	profile, work, netns, home, plug, tool, kubectl, ns string
 	serverIP, serverClusterIP, laptopIP, nodeIP         string
-	agentPort, sshdPort, sshForwardPort                 int
+	agentPort, sshdPort, sshForwardPort, sshdPID        int
 	sshKey                                              string
 	bytes                                               int64
 	rr, connects, concurrent, starts, runs              int
@@ -140,7 +144,17 @@ func (d *driver) laptop(args ...string) *exec.Cmd {
 
 // pod is a command of this binary in the benchcli pod.
 func (d *driver) pod(args ...string) *exec.Cmd {
-	full := append([]string{"-n", d.ns, "exec", "benchcli", "--", "/benchtool"}, args...)
+	return d.podWith(false, args...)
+}
+
+// podWith is pod, with its standard input passed to the pod's command if
+// stdin is true.
+func (d *driver) podWith(stdin bool, args ...string) *exec.Cmd {
+	full := []string{"-n", d.ns, "exec"}
+	if stdin {
+		full = append(full, "-i")
+	}
+	full = append(append(full, "benchcli", "--", "/benchtool"), args...)
 	return exec.Command(d.kubectl, full...)
 }
 

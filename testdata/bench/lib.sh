@@ -298,7 +298,7 @@ drive() {
 		-plug "$PLUG" -tool "$TOOL" -kubectl "$KUBECTL" -ns "$KNS" \
 		-server-ip "$SERVER_IP" -server-cluster-ip "$SERVER_CLUSTER_IP" \
 		-laptop-ip "$LAPTOP_IP" -node-ip "$NODE_IP" \
-		-agent-port "$NODEPORT" -sshd-port "$SSHD_PORT" -ssh-forward-port "$SSH_FORWARD_PORT" -ssh-key "$WORK/id_ed25519" \
+		-agent-port "$NODEPORT" -sshd-port "$SSHD_PORT" -ssh-forward-port "$SSH_FORWARD_PORT" -sshd-pid "$SSHD_PID" -ssh-key "$WORK/id_ed25519" \
 		-bytes "$bytes" -rr "$rr" -connects "$connects" -concurrent 1000 \
 		-starts "$starts" -runs "$runs" -udp-for "$udp_for" -parallel="$parallel" -only-paths="$only_paths" >>"$CSV"
 }

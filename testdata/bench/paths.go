@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +69,7 @@ func (d *driver) paths() error {
 		{"serve/plug", "benchup:" + clusterPort, "pod", false},
 	}
 	failed := d.concurrency(all)
-	d.throughput(all, failed)
+	d.throughput(all, failed, procs)
 	for _, p := range udp {
 		d.logf("path %s: throughput", p.name)
 		out, err := d.runSuite(p, "-rr", "0", "-for", d.udpFor.String())
@@ -206,26 +209,73 @@ const throughputRounds = 3
 // throughput measures one connection's transfer each way on every path
 // but those failed, in turns, and writes the median of a path's turns.
 // With -parallel, OpenSSH → agent is left out.
-func (d *driver) throughput(all []path, failed map[string]bool) {
+//
+// On the tunnelled paths it also reads the CPU time both ends of the
+// tunnel spend on each transfer (tunnelEnds), from just before its
+// connection opens until the far end has its last byte, and writes it
+// per GiB carried: the laptop's end, the cluster's end and both.
+func (d *driver) throughput(all []path, failed map[string]bool, procs []*background) {
 	type pathMetric struct{ path, metric string }
 	rates := map[pathMetric][]float64{}
+	type spent struct {
+		laptop, cluster time.Duration
+		bytes           int64
+	}
+	cpu := map[pathMetric]*spent{}
+	each := d.bytes / throughputRounds
 	for round := range throughputRounds {
 		d.logf("throughput, round %d of %d", round+1, throughputRounds)
 		for _, p := range all {
 			if failed[p.name] || d.parallel && strings.HasSuffix(p.name, "/openssh-agent") {
 				continue
 			}
-			out, err := d.runSuite(p, "-bytes", strconv.FormatInt(d.bytes/throughputRounds, 10), "-rr", "0", "-connects", "0")
+			up, down := "l2p", "p2l"
+			if p.where == "pod" {
+				up, down = down, up
+			}
+			var at func(string, *exec.Cmd) error
+			var before spent
+			if laptopEnd, clusterEnd, ok := d.tunnelEnds(p, procs); ok {
+				at = func(phase string, suite *exec.Cmd) error {
+					laptop, err := treeCPU(laptopEnd(suite), d.tool)
+					if err != nil {
+						return fmt.Errorf("the laptop's end: %w", err)
+					}
+					roots, err := clusterEnd()
+					if err != nil {
+						return err
+					}
+					cluster, err := treeCPU(roots, d.tool)
+					if err != nil {
+						return fmt.Errorf("the cluster's end: %w", err)
+					}
+					dir, ended := strings.CutSuffix(phase, "-end")
+					if !ended {
+						before = spent{laptop: laptop, cluster: cluster}
+						return nil
+					}
+					if dir == "up" {
+						dir = up
+					} else {
+						dir = down
+					}
+					k := pathMetric{p.name, dir}
+					if cpu[k] == nil {
+						cpu[k] = &spent{}
+					}
+					cpu[k].laptop += laptop - before.laptop
+					cpu[k].cluster += cluster - before.cluster
+					cpu[k].bytes += each
+					return nil
+				}
+			}
+			out, err := d.runSuiteAt(p, at, "-bytes", strconv.FormatInt(each, 10), "-rr", "0", "-connects", "0")
 			if err != nil {
 				failed[p.name] = true
 				d.fail(p.name+" throughput", err)
 				continue
 			}
-			up, down := "l2p_mbps", "p2l_mbps"
-			if p.where == "pod" {
-				up, down = down, up
-			}
-			for metric, name := range map[string]string{"up_mbps": up, "down_mbps": down} {
+			for metric, name := range map[string]string{"up_mbps": up + "_mbps", "down_mbps": down + "_mbps"} {
 				for _, v := range out[metric] {
 					if f, err := strconv.ParseFloat(v, 64); err == nil {
 						k := pathMetric{p.name, name}
@@ -236,12 +286,57 @@ func (d *driver) throughput(all []path, failed map[string]bool) {
 		}
 	}
 	for _, p := range all {
-		for _, metric := range []string{"l2p_mbps", "p2l_mbps"} {
-			if r := rates[pathMetric{p.name, metric}]; !failed[p.name] && len(r) == throughputRounds {
-				d.rowf(p.name, metric, median(r))
+		for _, dir := range []string{"l2p", "p2l"} {
+			if r := rates[pathMetric{p.name, dir + "_mbps"}]; !failed[p.name] && len(r) == throughputRounds {
+				d.rowf(p.name, dir+"_mbps", median(r))
+			}
+			if c := cpu[pathMetric{p.name, dir}]; !failed[p.name] && c != nil {
+				gib := float64(c.bytes) / (1 << 30)
+				d.rowf(p.name, dir+"_cpu_laptop_s_per_gib", c.laptop.Seconds()/gib)
+				d.rowf(p.name, dir+"_cpu_cluster_s_per_gib", c.cluster.Seconds()/gib)
+				d.rowf(p.name, dir+"_cpu_s_per_gib", (c.laptop+c.cluster).Seconds()/gib)
 			}
 		}
 	}
+}
+
+// tunnelEnds names the processes of a tunnelled path's two ends, as roots
+// of process trees (treeCPU), or ok false for raw TCP:
+//
+//	openssh        ssh -L/-R; the bench sshd with its per-connection children
+//	openssh-agent  ssh -L/-R through the agent; the agent
+//	plug           plug -c, the suite's own command (consume), or the
+//	               plug -s run (serve); the agent
+//
+// The laptop's end is given the suite's command; the cluster's end is
+// looked up when read, as the agent is found again if it restarted.
+func (d *driver) tunnelEnds(p path, procs []*background) (laptop func(suite *exec.Cmd) []int, cluster func() ([]int, error), ok bool) {
+	bg := func(name string) func(*exec.Cmd) []int {
+		for _, b := range procs {
+			if b.name == name {
+				return func(*exec.Cmd) []int { return []int{b.cmd.Process.Pid} }
+			}
+		}
+		return func(*exec.Cmd) []int { return nil }
+	}
+	agent := func() ([]int, error) {
+		if pid := d.agent.pidNow(); pid != 0 {
+			return []int{pid}, nil
+		}
+		return nil, errors.New("the agent's process was not found")
+	}
+	_, tunnel, _ := strings.Cut(p.name, "/")
+	switch {
+	case tunnel == "openssh":
+		return bg("ssh-sshd"), func() ([]int, error) { return []int{d.sshdPID}, nil }, true
+	case tunnel == "openssh-agent":
+		return bg("ssh-agent"), agent, true
+	case p.name == "consume/plug":
+		return func(suite *exec.Cmd) []int { return []int{suite.Process.Pid} }, agent, true
+	case p.name == "serve/plug":
+		return bg("plug-serve"), agent, true
+	}
+	return nil, nil, false
 }
 
 // latencyRounds is how many turns the paths take at the latency
@@ -331,11 +426,22 @@ func durations(values []string) []time.Duration {
 // runSuite runs the suite on one path with args and returns its results,
 // each metric with its values in order.
 func (d *driver) runSuite(p path, args ...string) (map[string][]string, error) {
+	return d.runSuiteAt(p, nil, args...)
+}
+
+// runSuiteAt is runSuite that, if at is not nil, runs the suite with -sync
+// and calls at with each phase it stops at (up, up-end, down, down-end)
+// and the suite's command (its process: plug -c's for that path) before
+// the suite goes on.
+func (d *driver) runSuiteAt(p path, at func(phase string, suite *exec.Cmd) error, args ...string) (map[string][]string, error) {
 	tool := "suite"
 	if p.udp {
 		tool = "udp"
 	}
 	args = append([]string{tool, "-addr", p.addr}, args...)
+	if at != nil {
+		args = append(args, "-sync")
+	}
 	var cmd *exec.Cmd
 	switch p.where {
 	case "laptop":
@@ -343,7 +449,7 @@ func (d *driver) runSuite(p path, args ...string) (map[string][]string, error) {
 	case "plug -c":
 		cmd = d.laptop(append([]string{d.plug, "-p", "bench", "-c", "--", d.tool}, args...)...)
 	default:
-		cmd = d.pod(args...)
+		cmd = d.podWith(at != nil, args...)
 	}
 	// What the tool (and plug -c) says on stderr is kept, even when it
 	// succeeds: a connection that failed among many is counted, and its
@@ -353,16 +459,52 @@ func (d *driver) runSuite(p path, args ...string) (map[string][]string, error) {
 		return nil, err
 	}
 	defer log.Close()
-	cmd.Stderr = log
-	out, err := output(cmd)
+	var stderr strings.Builder
+	cmd.Stderr = io.MultiWriter(log, &stderr)
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
+	var stdin io.WriteCloser
+	if at != nil {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return nil, err
+		}
+		defer stdin.Close()
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
 	results := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if metric, value, ok := strings.Cut(line, ","); ok {
+	var atErr error
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		metric, value, ok := strings.Cut(sc.Text(), ",")
+		if !ok {
+			continue
+		}
+		if metric != "sync" {
 			results[metric] = append(results[metric], value)
+			continue
+		}
+		if atErr == nil && at != nil {
+			atErr = at(value, cmd)
+		}
+		if atErr != nil { // the suite is ended: what it measures now would not be counted
+			cmd.Process.Kill()
+			break
+		}
+		if _, err := io.WriteString(stdin, "\n"); err != nil {
+			atErr = err
 		}
 	}
-	return results, nil
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); atErr == nil && err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 600 {
+			msg = "…" + msg[len(msg)-600:]
+		}
+		return nil, fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, msg)
+	}
+	return results, atErr
 }

@@ -43,6 +43,7 @@ func report(args []string) error {
 	w := &markdown{r: r}
 	w.header(*machine, *command, *wan, *load, *took)
 	w.throughput()
+	w.cpu()
 	w.latency()
 	w.setup()
 	w.concurrent()
@@ -173,6 +174,37 @@ func (w *markdown) throughput() {
 		}
 	}
 	w.p("")
+}
+
+// cpu writes the table of the CPU time both ends of each tunnel spent per
+// GiB it carried, in the throughput transfers.
+func (w *markdown) cpu() {
+	w.table("CPU per GiB carried, both ends of the tunnel (s of user + system time; laptop's end + cluster's end)",
+		"| profile | side | data flows | OpenSSH | OpenSSH → agent | plug | plug ÷ OpenSSH |", "|---|---|---|--:|--:|--:|--:|")
+	for _, pr := range profiles {
+		for _, side := range []string{"consume", "serve"} {
+			for _, dir := range []struct{ name, label string }{{"l2p", "laptop → pod"}, {"p2l", "pod → laptop"}} {
+				cells := []string{pr.label, side, dir.label}
+				for _, path := range []string{"openssh", "openssh-agent", "plug"} {
+					get := func(metric string) float64 { return w.r.get(pr.name, side+"/"+path, dir.name+metric) }
+					cells = append(cells, num("%.2f", get("_cpu_s_per_gib"))+" ("+num("%.2f", get("_cpu_laptop_s_per_gib"))+" + "+num("%.2f", get("_cpu_cluster_s_per_gib"))+")")
+				}
+				cells = append(cells, times(w.cpuRatio(pr.name, side, dir.name)))
+				w.p("| %s |", strings.Join(cells, " | "))
+			}
+		}
+	}
+	w.p("")
+	w.p("Read from /proc on the node (the machine's one PID namespace holds the laptop's processes, the agent's and the sshd's) before each throughput transfer opens its connection and after the far end has its last byte, summed over the turns: " +
+		"OpenSSH: `ssh` + the bench sshd with its per-connection processes; OpenSSH → agent: `ssh` + the agent; plug: `plug -c` or the `plug -s` run + the agent. " +
+		"The bench tool's own processes, which send and receive the bytes, are not counted; the agent also holds the other paths' idle sessions.")
+	w.p("")
+}
+
+// cpuRatio is plug's CPU per GiB over OpenSSH's, on one side and
+// direction ("l2p", "p2l").
+func (w *markdown) cpuRatio(profile, side, dir string) float64 {
+	return w.r.get(profile, side+"/plug", dir+"_cpu_s_per_gib") / w.r.get(profile, side+"/openssh", dir+"_cpu_s_per_gib")
 }
 
 // cells formats metric for each column.
@@ -340,6 +372,9 @@ func (w *markdown) targets() {
 	}
 	v := throughput("none", "openssh")
 	w.target("throughput ≥ 1.0× OpenSSH, loopback (worst of 4)", times(v), v >= 1.0, whyCiphers)
+	v = math.Max(math.Max(w.cpuRatio("none", "consume", "l2p"), w.cpuRatio("none", "consume", "p2l")),
+		math.Max(w.cpuRatio("none", "serve", "l2p"), w.cpuRatio("none", "serve", "p2l")))
+	w.target("CPU per GiB ≤ 1.0× OpenSSH's, loopback (worst of 4)", times(v), v <= 1.0, whyCiphers)
 	v = throughput("none", "raw")
 	w.target("throughput ≥ 50 % of raw TCP, loopback (worst of 4)", percent(v), v >= 0.5, whyRaw)
 	v = throughput("wan", "raw")

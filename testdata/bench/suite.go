@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,9 @@ import (
 // "metric,value" per result:
 //
 //	up_mbps, down_mbps           one connection, -bytes each way
+//	                             (with -sync, stopping before and after each
+//	                             transfer until told to go on: for a caller
+//	                             that reads the CPU time of the tunnel)
 //	rr_p50_us, rr_p99_us         -rr round trips of -size bytes on one connection
 //	conn_p50_us, conn_p99_us     -connects new connections, each until its first answer
 //	conc_ok, conc_fail, conc_ms  -concurrent connections open at once, each answered
@@ -32,6 +36,7 @@ func suite(args []string) error {
 	concurrent := fs.Int("concurrent", 0, "connections held open at once (0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "limit of each connect and of each answer")
 	samples := fs.Bool("samples", false, "print every round trip and setup time, not percentiles")
+	sync := fs.Bool("sync", false, "before and after each transfer, print \"sync,PHASE\" (up, up-end, down, down-end) and wait for a line on stdin")
 	fs.Parse(args)
 	if *addr == "" {
 		return errors.New("give -addr host:port of a bench server")
@@ -48,17 +53,34 @@ func suite(args []string) error {
 		out(metric+"_p50_us", micros(percentile(ds, 50)))
 		out(metric+"_p99_us", micros(percentile(ds, 99)))
 	}
+	stdin := bufio.NewReader(os.Stdin)
+	at := func(phase string) error {
+		if !*sync {
+			return nil
+		}
+		fmt.Printf("sync,%s\n", phase)
+		if _, err := stdin.ReadString('\n'); err != nil {
+			return fmt.Errorf("waiting on stdin after %s: %w", phase, err)
+		}
+		return nil
+	}
 	if *bytes > 0 {
-		up, err := p.upload(*bytes)
-		if err != nil {
-			return fmt.Errorf("upload: %w", err)
+		for _, dir := range []struct {
+			name     string
+			transfer func(int64) (time.Duration, error)
+		}{{"up", p.upload}, {"down", p.download}} {
+			if err := at(dir.name); err != nil {
+				return err
+			}
+			took, err := dir.transfer(*bytes)
+			if err != nil {
+				return fmt.Errorf("%s: %w", dir.name, err)
+			}
+			if err := at(dir.name + "-end"); err != nil {
+				return err
+			}
+			out(dir.name+"_mbps", mbits(*bytes, took))
 		}
-		out("up_mbps", mbits(*bytes, up))
-		down, err := p.download(*bytes)
-		if err != nil {
-			return fmt.Errorf("download: %w", err)
-		}
-		out("down_mbps", mbits(*bytes, down))
 	}
 	if *rr > 0 {
 		rtts, err := p.roundTrips(*rr, *size)
