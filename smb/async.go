@@ -117,3 +117,43 @@ func (c *conn) cancel(h wire.Header) {
 		op.cancel()
 	}
 }
+
+// detach is a copy of r to answer alone, later: its message outlives r's
+// buffer, which is reused once r has been answered.
+func (r *request) detach() *request {
+	msg := append([]byte(nil), r.msg...)
+	return &request{c: r.c, h: r.h, msg: msg, body: msg[wire.HeaderSize:], sess: r.sess, tree: r.tree, encrypted: r.encrypted,
+		chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
+}
+
+// answerAfterBreaks makes r wait for the breaks of oplocks and leases:
+// once wait is closed, next says what to wait for then, until it says
+// nothing, and then finish handles r2, r's detached copy, whose response
+// completes r. A cancel ends the wait with STATUS_CANCELLED. It returns
+// the status to answer r with now: pending, or why r cannot wait.
+func (c *conn) answerAfterBreaks(r *request, wait <-chan struct{}, next func() <-chan struct{}, r2 *request, finish func() uint32) uint32 {
+	cancelled := make(chan struct{})
+	var once sync.Once
+	op, status := c.goAsync(r, func() { once.Do(func() { close(cancelled) }) })
+	if op == nil {
+		return status
+	}
+	go func() {
+		for wait != nil {
+			select {
+			case <-wait:
+			case <-cancelled:
+				op.complete(wire.StatusCancelled, nil)
+				return
+			}
+			wait = next()
+		}
+		status := finish()
+		var body func([]byte) []byte
+		if status == wire.StatusSuccess {
+			body = func(b []byte) []byte { return append(b, r2.out[wire.HeaderSize:]...) }
+		}
+		op.complete(status, body)
+	}()
+	return wire.StatusPending
+}

@@ -492,39 +492,14 @@ func (c *conn) opener(q *createReq) opener {
 // broken to what an earlier open needed may have to go further), or it
 // is cancelled.
 func (c *conn) createAfterBreak(r *request, wait <-chan struct{}) uint32 {
-	cancelled := make(chan struct{})
-	var once sync.Once
-	op, status := c.goAsync(r, func() { once.Do(func() { close(cancelled) }) })
-	if op == nil {
-		return status
-	}
-	// The request's buffer is reused once it has been answered.
-	msg := append([]byte(nil), r.msg...)
-	h, sess, tree, enc := r.h, r.sess, r.tree, r.encrypted
-	go func() {
-		q, _ := parseCreate(msg)
-		path, _ := c.createPath(&q)
-		for wait != nil {
-			select {
-			case <-wait:
-			case <-cancelled:
-				op.complete(wire.StatusCancelled, nil)
-				return
-			}
-			w := c.opener(&q)
-			w.retry = true
-			wait = c.srv.breakFor(path, w)
-		}
-		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
-			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
-		status := c.createNow(r2, &q, path)
-		var body func([]byte) []byte
-		if status == wire.StatusSuccess {
-			body = func(b []byte) []byte { return append(b, r2.out[wire.HeaderSize:]...) }
-		}
-		op.complete(status, body)
-	}()
-	return wire.StatusPending
+	r2 := r.detach()
+	q, _ := parseCreate(r2.msg)
+	path, _ := c.createPath(&q)
+	return c.answerAfterBreaks(r, wait, func() <-chan struct{} {
+		w := c.opener(&q)
+		w.retry = true
+		return c.srv.breakFor(path, w)
+	}, r2, func() uint32 { return c.createNow(r2, &q, path) })
 }
 
 // openPath opens or creates path as q asks and registers the open.

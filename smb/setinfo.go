@@ -4,7 +4,6 @@ package smb
 
 import (
 	"encoding/binary"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -75,44 +74,18 @@ func (c *conn) setInfoOf(r *request, o *open, buf []byte) uint32 {
 // breaks it waits for have ended, and those that their ends show are
 // needed then, or it is cancelled.
 func (c *conn) setInfoAfterBreak(r *request, o *open, wait <-chan struct{}) uint32 {
-	cancelled := make(chan struct{})
-	var once sync.Once
-	op, status := c.goAsync(r, func() { once.Do(func() { close(cancelled) }) })
-	if op == nil {
-		return status
-	}
-	// The request's buffer is reused once it has been answered.
-	msg := append([]byte(nil), r.msg...)
-	h, sess, tree, enc := r.h, r.sess, r.tree, r.encrypted
-	go func() {
-		for wait != nil {
-			select {
-			case <-wait:
-			case <-cancelled:
-				op.complete(wire.StatusCancelled, nil)
-				return
-			}
-			wait = c.srv.breakHandleCaching(o)
-		}
+	r2 := r.detach()
+	return c.answerAfterBreaks(r, wait, func() <-chan struct{} { return c.srv.breakHandleCaching(o) }, r2, func() uint32 {
 		c.mu.Lock()
 		live := c.opens[o.id] == o
 		c.mu.Unlock()
 		if !live {
-			op.complete(wire.StatusFileClosed, nil) // closed while it waited
-			return
+			return wire.StatusFileClosed // closed while it waited
 		}
-		r2 := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], sess: sess, tree: tree, encrypted: enc,
-			chain: &chainState{first: true, last: true}, out: make([]byte, wire.HeaderSize)}
 		b := r2.body
-		buf, _ := wire.Field(msg, uint32(binary.LittleEndian.Uint16(b[8:])), binary.LittleEndian.Uint32(b[4:]), wire.HeaderSize+32) // checked by setInfo
-		status := c.setInfoOf(r2, o, buf)
-		var body func([]byte) []byte
-		if status == wire.StatusSuccess {
-			body = func(b []byte) []byte { return append(b, r2.out[wire.HeaderSize:]...) }
-		}
-		op.complete(status, body)
-	}()
-	return wire.StatusPending
+		buf, _ := wire.Field(r2.msg, uint32(binary.LittleEndian.Uint16(b[8:])), binary.LittleEndian.Uint32(b[4:]), wire.HeaderSize+32) // checked by setInfo
+		return c.setInfoOf(r2, o, buf)
+	})
 }
 
 // setFileInfo sets one file information class.
