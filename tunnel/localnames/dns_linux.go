@@ -90,7 +90,7 @@ func parseResolvConf(text []byte) machineResolv {
 // as its nameserver, the machine's search domains and options.
 func (m machineResolv) resolvText(label string, addr netip.Addr) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# The nameserver of plug run %s, seen only by the programs it started: it answers the cluster's names and asks the machine's nameservers the others.\n", label)
+	fmt.Fprintf(&b, "# plug run %s answers DNS here for the programs it started: the cluster's names itself, the others from this machine's own servers.\n", label)
 	fmt.Fprintf(&b, "nameserver %s\n", addr)
 	if len(m.search) > 0 {
 		fmt.Fprintf(&b, "search %s\n", strings.Join(m.search, " "))
