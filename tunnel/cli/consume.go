@@ -68,10 +68,9 @@ type consumer struct {
 	catalogNotes []string
 	// lazy: names get their addresses and listeners when CMD looks them
 	// up (Resolver.Answer); eager says why not, when not.
-	lazy     bool
-	eager    string
-	hostKeys map[string]localnames.Key // lazy: the name each host name is
-	looked   map[localnames.Key]bool   // lazy: the names CMD looked up
+	lazy   bool
+	eager  string
+	looked map[localnames.Key]bool // lazy: the names CMD looked up
 
 	kick chan struct{}
 	stop chan struct{}
@@ -259,7 +258,7 @@ func (co *consumer) reconcile() {
 func (co *consumer) lookup(host string) (netip.Addr, bool) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	k, ok := co.hostKeys[host]
+	k, ok := co.plan.Owner[host]
 	if !ok {
 		return netip.Addr{}, false
 	}
@@ -291,14 +290,6 @@ func (co *consumer) planNames() {
 	}
 	co.plan = localnames.PlanHosts(profiles, co.reserved, co.res.Shared())
 	co.byKey, co.catalogNotes = byKey, append(notes, co.plan.Notes...)
-	if co.lazy {
-		co.hostKeys = map[string]localnames.Key{}
-		for k, hosts := range co.plan.Hosts {
-			for _, h := range hosts {
-				co.hostKeys[h] = k
-			}
-		}
-	}
 }
 
 // settle gives the names of the plan (lazy: those CMD looked up) their
