@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
 )
 
 // The names of a run that answers its command's DNS (root here; a
@@ -127,4 +128,23 @@ func lowPortsStart(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestDoctorSaysHowNamesResolve: doctor says that a run of root answers
+// its command's DNS, and that a developer's run without plug setup gives
+// every name its address at start, and why.
+func TestDoctorSaysHowNamesResolve(t *testing.T) {
+	if !asUser(t) {
+		doctorHome(t, tunneltest.NewPlatform())
+		_, out, _ := plug(t, "doctor", "-p", "kube")
+		expectLines(t, out, "ok   names: a run answers its command's DNS itself, on a loopback address, port 53")
+		return
+	}
+	doctorHome(t, tunneltest.NewPlatform())
+	_, out, _ := plug(t, "doctor", "-p", "kube")
+	if lowPortsStart(t) > 53 {
+		expectLines(t, out, "warn names: a run gives every cluster name its address and listeners at start", "sudo plug setup")
+	} else {
+		expectLines(t, out, "ok   names: a run answers its command's DNS itself")
+	}
 }

@@ -133,12 +133,37 @@ func (r *nsResolver) Answer(lookup LookupFunc) error {
 	if err != nil {
 		pool.Close()
 		if IsPrivilegedPort(err) {
-			return errors.New("port 53 is below 1024, which needs the one-time preparation of this machine, sudo plug setup")
+			return errPort53
 		}
 		return fmt.Errorf("cannot answer DNS on %s port 53: %w", addr, err)
 	}
 	r.dns, r.pool, r.resolv = dns, pool, conf.resolvText(r.label, addr)
 	return nil
+}
+
+// errPort53 is why a developer's run cannot answer DNS before plug setup.
+var errPort53 = errors.New("port 53 is below 1024, which needs the one-time preparation of this machine, sudo plug setup")
+
+// Mode says how a run started now would make the names resolve, as far as
+// it can tell without starting one, and whether plug setup or the
+// machine's configuration could make it cheaper (improvable).
+func Mode() (how string, improvable bool) {
+	why := nsswitchAsksDNS()
+	if why == nil {
+		if _, err := os.Stat(resolvConfPath); err != nil {
+			why = fmt.Errorf("%s is missing", resolvConfPath)
+		}
+	}
+	if why == nil && os.Geteuid() != 0 {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || n > 53 {
+			why = errPort53
+		}
+	}
+	if why == nil {
+		return "a run answers its command's DNS itself, on a loopback address, port 53: a cluster name gets its address and listeners when the command first looks it up, so a run costs what the names it uses cost, whatever the namespace holds", false
+	}
+	return fmt.Sprintf("a run gives every cluster name its address and listeners at start, in the command's private /etc/hosts, because %v", why), true
 }
 
 // nsswitchAsksDNS fails when the hosts line of /etc/nsswitch.conf does not
