@@ -100,8 +100,10 @@ var newResolver = localnames.NewResolver
 // consume sets up the names of every session of the run, waiting a moment
 // for the agents' first catalogs, and keeps them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
-// without them.
-func (c *cli) consume(runs []*session) *consumer {
+// without them. allAtStart gives every name its address and listeners at
+// start even where the resolver could answer them as CMD looks them up:
+// a container resolves the names by --add-host lines made at start.
+func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 	co := &consumer{
 		say:       func(line string) { fmt.Fprintln(c.stderr, "plug: "+line) },
 		reserved:  machineNames(),
@@ -129,7 +131,9 @@ func (c *cli) consume(runs []*session) *consumer {
 		return co
 	}
 	co.res, co.pool = res, localnames.NewPool()
-	if err := res.Answer(co.lookup); err != nil {
+	if allAtStart {
+		co.eager = "the command is a container, which resolves the names by --add-host lines made at start"
+	} else if err := res.Answer(co.lookup); err != nil {
 		co.eager = err.Error()
 	} else {
 		co.lazy = true
