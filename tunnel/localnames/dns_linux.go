@@ -56,9 +56,9 @@ type machineResolv struct {
 	options []string // its options lines, as they are
 }
 
-// parseResolvConf reads a resolv.conf as glibc does: nameserver lines,
-// the last search or domain line, options lines; comments start with #
-// or ;.
+// parseResolvConf reads a resolv.conf as glibc does: nameserver lines
+// (none: 127.0.0.1), the last search or domain line, options lines;
+// comments start with # or ;.
 func parseResolvConf(text []byte) machineResolv {
 	var m machineResolv
 	sc := bufio.NewScanner(bytes.NewReader(text))
@@ -82,6 +82,9 @@ func parseResolvConf(text []byte) machineResolv {
 		case "options":
 			m.options = append(m.options, strings.Join(f, " "))
 		}
+	}
+	if len(m.servers) == 0 {
+		m.servers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")} // glibc's default
 	}
 	return m
 }

@@ -231,6 +231,9 @@ func TestResolvConf(t *testing.T) {
 	if !slices.Equal(m.servers, []netip.AddrPort{netip.MustParseAddrPort("10.0.0.2:53"), netip.MustParseAddrPort("[::1]:53")}) || !slices.Equal(m.search, []string{"corp.example", "lab.example"}) {
 		t.Fatalf("read %+v", m)
 	}
+	if none := parseResolvConf(nil); !slices.Equal(none.servers, []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}) {
+		t.Errorf("without nameserver lines, the servers are %v; want 127.0.0.1:53, as glibc's", none.servers)
+	}
 	text := string(m.resolvText("pid 1", netip.MustParseAddr("127.64.0.9")))
 	want := "nameserver 127.64.0.9\nsearch corp.example lab.example\noptions edns0 trust-ad\n"
 	if _, rest, _ := strings.Cut(text, "\n"); rest != want {
