@@ -228,14 +228,16 @@ func (co *consumer) close() {
 	}
 	close(co.stop)
 	co.done.Wait()
+	// The resolver first: its responder waits for the lookups it is
+	// answering, which take co.mu.
+	if err := co.res.Close(); err != nil {
+		co.say(fmt.Sprintf("warning: %v", err))
+	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	for k, l := range co.listeners {
 		l.close()
 		delete(co.listeners, k)
-	}
-	if err := co.res.Close(); err != nil {
-		co.say(fmt.Sprintf("warning: %v", err))
 	}
 	co.pool.Close()
 }
