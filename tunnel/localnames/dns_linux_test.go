@@ -240,3 +240,20 @@ func TestResolvConf(t *testing.T) {
 		t.Errorf("resolv.conf:\n%s\nwant after its comment:\n%s", text, want)
 	}
 }
+
+// TestNsswitchDecidesTheMode: a run answers DNS only where the hosts line
+// of nsswitch.conf reaches DNS for every name the hosts file lacks.
+func TestNsswitchDecidesTheMode(t *testing.T) {
+	for line, asks := range map[string]bool{
+		"hosts: files dns":                                      true,
+		"hosts:          files myhostname dns":                  true,
+		"passwd: files\n# no hosts line":                        true,
+		"hosts: files mdns4_minimal [NOTFOUND=return] dns":      false,
+		"hosts: resolve [!UNAVAIL=return] files myhostname dns": false,
+		"hosts: files": false,
+	} {
+		if err := nsswitchHostsAskDNS([]byte(line + "\n")); (err == nil) != asks {
+			t.Errorf("%q: %v; want asks DNS %v", line, err, asks)
+		}
+	}
+}

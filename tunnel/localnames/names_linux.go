@@ -166,26 +166,36 @@ func Mode() (how string, improvable bool) {
 	return fmt.Sprintf("a run gives every cluster name its address and listeners at start, in the command's private /etc/hosts, because %v", why), true
 }
 
-// nsswitchAsksDNS fails when the hosts line of /etc/nsswitch.conf does not
-// reach DNS for a name the hosts file lacks: no dns source, or
-// systemd-resolved's resolve source before it (which answers without
-// reading /etc/resolv.conf). Without the file, glibc asks DNS.
+// nsswitchAsksDNS fails when the hosts line of /etc/nsswitch.conf may not
+// reach DNS for a name the hosts file lacks (nsswitchHostsAskDNS).
 func nsswitchAsksDNS() error {
 	text, err := os.ReadFile("/etc/nsswitch.conf")
 	if err != nil {
-		return nil
+		return nil // glibc then asks DNS
 	}
+	return nsswitchHostsAskDNS(text)
+}
+
+// nsswitchHostsAskDNS fails when the hosts line of text, an nsswitch.conf,
+// may not reach DNS for a name the hosts file lacks: no dns source,
+// systemd-resolved's resolve source before it (which answers without
+// reading /etc/resolv.conf), or an action that returns before it (as
+// mdns4_minimal [NOTFOUND=return] does for names ending in .local, which
+// cluster names do). Without a hosts line, glibc asks DNS.
+func nsswitchHostsAskDNS(text []byte) error {
 	for _, line := range strings.Split(string(text), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 || f[0] != "hosts:" {
 			continue
 		}
-		for _, source := range f[1:] {
-			switch source {
-			case "dns":
+		for i, source := range f[1:] {
+			switch {
+			case source == "dns":
 				return nil
-			case "resolve":
+			case source == "resolve":
 				return errors.New("the hosts line of /etc/nsswitch.conf asks systemd-resolved before DNS")
+			case strings.HasPrefix(source, "[") && strings.Contains(strings.ToLower(source), "=return"):
+				return fmt.Errorf("the hosts line of /etc/nsswitch.conf may stop at %s %s before it asks DNS", f[i], source)
 			}
 		}
 		return errors.New("the hosts line of /etc/nsswitch.conf does not ask DNS")
