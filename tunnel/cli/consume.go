@@ -27,7 +27,11 @@ import (
 // the name's ports, carrying every connection over one SSH channel to the
 // agent, which dials the name inside the cluster. A resolver, per OS, makes
 // the names resolve to those addresses for CMD (localnames.Resolver). The
-// agent's catalog keeps it all current while the run lasts.
+// agent's catalog keeps it all current while the run lasts. Where the
+// resolver lets the run answer names as CMD looks them up (on Linux, the
+// run's own DNS responder), a name gets its address and listeners only
+// then: a run's cost follows the names its programs use. Elsewhere every
+// name gets them at start.
 
 const (
 	// namesWait bounds the wait for the agents' first catalogs before CMD
@@ -58,6 +62,16 @@ type consumer struct {
 	lines     []localnames.HostLine   // what the names resolve to, as of the last reconcile
 	started   bool                    // the first reconcile is done
 
+	// The catalogs as of the last reconcile.
+	plan         localnames.Plan
+	byKey        map[localnames.Key]tunnel.ClusterName
+	catalogNotes []string
+	// lazy: names get their addresses and listeners when CMD looks them
+	// up (Resolver.Answer); eager says why not, when not.
+	lazy   bool
+	eager  string
+	looked map[localnames.Key]bool // lazy: the names CMD looked up
+
 	kick chan struct{}
 	stop chan struct{}
 	done sync.WaitGroup
@@ -86,8 +100,10 @@ var newResolver = localnames.NewResolver
 // consume sets up the names of every session of the run, waiting a moment
 // for the agents' first catalogs, and keeps them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
-// without them.
-func (c *cli) consume(runs []*session) *consumer {
+// without them. allAtStart gives every name its address and listeners at
+// start even where the resolver could answer them as CMD looks them up:
+// a container resolves the names by --add-host lines made at start.
+func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 	co := &consumer{
 		say:       func(line string) { fmt.Fprintln(c.stderr, "plug: "+line) },
 		reserved:  machineNames(),
@@ -97,6 +113,7 @@ func (c *cli) consume(runs []*session) *consumer {
 		failed:    map[listenKey]string{},
 		told:      map[string]bool{},
 		known:     map[localnames.Key]bool{},
+		looked:    map[localnames.Key]bool{},
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
@@ -114,6 +131,13 @@ func (c *cli) consume(runs []*session) *consumer {
 		return co
 	}
 	co.res, co.pool = res, localnames.NewPool()
+	if allAtStart {
+		co.eager = "the command is a container, which resolves the names by --add-host lines made at start"
+	} else if err := res.Answer(co.lookup); err != nil {
+		co.eager = err.Error()
+	} else {
+		co.lazy = true
+	}
 	if res.Shared() {
 		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
 	}
@@ -204,23 +228,56 @@ func (co *consumer) close() {
 	}
 	close(co.stop)
 	co.done.Wait()
+	// The resolver first: its responder waits for the lookups it is
+	// answering, which take co.mu.
+	if err := co.res.Close(); err != nil {
+		co.say(fmt.Sprintf("warning: %v", err))
+	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	for k, l := range co.listeners {
 		l.close()
 		delete(co.listeners, k)
 	}
-	if err := co.res.Close(); err != nil {
-		co.say(fmt.Sprintf("warning: %v", err))
-	}
 	co.pool.Close()
 }
 
-// reconcile makes addresses, listeners and the resolver's names match the
-// catalogs, and tells what changed.
+// reconcile plans the names of the catalogs as they are now, makes
+// addresses, listeners and the resolver's names match, and tells what
+// changed.
 func (co *consumer) reconcile() {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	co.planNames()
+	reached, err := co.settle()
+	if co.lazy {
+		reached = slices.SortedFunc(maps.Keys(co.plan.Hosts), compareKeys)
+	}
+	if err == nil {
+		co.tellNames(reached)
+	}
+}
+
+// lookup answers a host name CMD looks up (lazy): a name of the run gets
+// its address and listeners now, if it has none yet, and the address is
+// returned once they are open.
+func (co *consumer) lookup(host string) (netip.Addr, bool) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	k, ok := co.plan.Owner[host]
+	if !ok {
+		return netip.Addr{}, false
+	}
+	if !co.looked[k] {
+		co.looked[k] = true
+		co.settle()
+	}
+	addr, ok := co.addrs[k]
+	return addr, ok
+}
+
+// planNames reads the catalogs and plans their host names.
+func (co *consumer) planNames() {
 	var profiles []localnames.Profile
 	byKey := map[localnames.Key]tunnel.ClusterName{}
 	var notes []string
@@ -237,15 +294,29 @@ func (co *consumer) reconcile() {
 			notes = append(notes, co.prefix(p.name)+note)
 		}
 	}
-	plan := localnames.PlanHosts(profiles, co.reserved, co.res.Shared())
-	notes = append(notes, plan.Notes...)
+	co.plan = localnames.PlanHosts(profiles, co.reserved, co.res.Shared())
+	co.byKey, co.catalogNotes = byKey, append(notes, co.plan.Notes...)
+}
 
-	keys := slices.SortedFunc(maps.Keys(plan.Hosts), func(a, b localnames.Key) int {
-		if a.Profile != b.Profile {
-			return a.Profile - b.Profile
+// settle gives the names of the plan (lazy: those CMD looked up) their
+// addresses and listeners, closes those of names gone, hands the resolver
+// the names, and tells the notes that changed. It returns the names given
+// to the resolver that the command reaches by a name of their own, and
+// the resolver's error.
+func (co *consumer) settle() ([]localnames.Key, error) {
+	notes := slices.Clone(co.catalogNotes)
+	byKey := co.byKey
+	planned := maps.Keys(co.plan.Hosts)
+	if co.lazy {
+		planned = func(yield func(localnames.Key) bool) {
+			for k := range co.looked {
+				if _, ok := co.plan.Hosts[k]; ok && !yield(k) {
+					return
+				}
+			}
 		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	}
+	keys := slices.SortedFunc(planned, compareKeys)
 	var lines []localnames.HostLine
 	var placed []localnames.Key // the name of each line
 	want := map[listenKey]bool{}
@@ -259,7 +330,7 @@ func (co *consumer) reconcile() {
 			}
 			co.addrs[k] = addr
 		}
-		lines = append(lines, localnames.HostLine{Addr: addr, Names: plan.Hosts[k]})
+		lines = append(lines, localnames.HostLine{Addr: addr, Names: co.plan.Hosts[k]})
 		placed = append(placed, k)
 		for _, port := range byKey[k].Ports {
 			want[listenKey{k, port, false}] = true
@@ -285,9 +356,15 @@ func (co *consumer) reconcile() {
 		}
 	}
 	co.tell(notes)
-	if err == nil {
-		co.tellNames(reached)
+	return reached, err
+}
+
+// compareKeys orders names by profile, then name.
+func compareKeys(a, b localnames.Key) int {
+	if a.Profile != b.Profile {
+		return a.Profile - b.Profile
 	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // heldNote says which cluster the host names of name k that another run
@@ -397,7 +474,7 @@ func (co *consumer) openListeners(want map[listenKey]bool) []string {
 		notes = append(notes, fmt.Sprintf("warning: %s %s not answer: ports below 1024 need the one-time preparation of this machine, sudo plug setup; the other ports answer", strings.Join(privileged, ", "), verb))
 	}
 	if left > 0 {
-		notes = append(notes, fmt.Sprintf("warning: a run listens on at most %d ports; %d more ports of the cluster's names do not answer", maxListeners, left))
+		notes = append(notes, fmt.Sprintf("warning: a run listens on at most %d ports; %d more ports of the cluster's names do not answer (a run opens every name at start here because %s)", maxListeners, left, co.eager))
 	}
 	return notes
 }

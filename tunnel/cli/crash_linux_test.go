@@ -89,7 +89,8 @@ func running(pid string) bool {
 }
 
 // plugMounts are the mounts of the machine (as this process sees it) that
-// a run could have made: on /etc/hosts, or plug's tmpfs.
+// a run could have made: on /etc/hosts or /etc/resolv.conf, or plug's
+// tmpfs.
 func plugMounts(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
@@ -98,7 +99,7 @@ func plugMounts(t *testing.T) string {
 	}
 	var found []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, " /etc/hosts ") || strings.Contains(line, "plug-hosts") {
+		if strings.Contains(line, " /etc/hosts ") || strings.Contains(line, " /etc/resolv.conf ") || strings.Contains(line, "plug-hosts") {
 			found = append(found, line)
 		}
 	}

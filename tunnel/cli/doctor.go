@@ -14,6 +14,7 @@ import (
 
 	"plug/keys"
 	"plug/tunnel"
+	"plug/tunnel/localnames"
 )
 
 // doctorUsage is the usage of plug doctor.
@@ -50,6 +51,7 @@ func runDoctor(c *cli, args []string) error {
 	defer cancel()
 	d := &doctor{out: c.stdout}
 	d.examine(ctx, store, name)
+	d.names()
 	if d.failed > 0 {
 		return &exitCode{ExitFailed, fmt.Errorf("doctor: %d check(s) failed", d.failed)}
 	}
@@ -76,6 +78,18 @@ func (d *doctor) fail(format string, args ...any) {
 func (d *doctor) line(mark, format string, args ...any) {
 	text := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", "\n     ")
 	fmt.Fprintf(d.out, "%s %s\n", mark, text)
+}
+
+// names says how a run would make the cluster's names resolve on this
+// machine: as its command looks them up, or all at start (then a run
+// listens on at most maxListeners ports), and what would change that.
+func (d *doctor) names() {
+	how, improvable := localnames.Mode()
+	if !improvable {
+		d.ok("names: %s", how)
+		return
+	}
+	d.warn("names: %s; a run listens on at most %d ports, so in a larger namespace some names do not answer", how, maxListeners)
 }
 
 // examine checks profile name of store and its agent.

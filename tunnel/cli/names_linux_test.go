@@ -248,18 +248,19 @@ func waitFile(t *testing.T, path string, within time.Duration) {
 
 // TestNamesHelperByHandChangesNoMount: the names helper started by hand as
 // root, outside the namespace plug makes for it, mounts nothing in the
-// machine's mount namespace: /etc/hosts and the propagation of / are as
-// they were.
+// machine's mount namespace: /etc/hosts, /etc/resolv.conf and the
+// propagation of / are as they were.
 func TestNamesHelperByHandChangesNoMount(t *testing.T) {
 	if os.Geteuid() != 0 {
 		clustertest.Unavailable(t, "the names helper test needs root, to start the helper with the right to mount (sudo go test ./tunnel/cli/)")
 	}
-	before := mountsOf(t, "/", "/etc/hosts")
+	before := mountsOf(t, "/", "/etc/hosts", "/etc/resolv.conf")
 	self, _ := os.Executable()
 	out, err := exec.Command(self, localnames.HelperArg, "probe").CombinedOutput()
 	t.Logf("helper: %v: %s", err, out)
-	if after := mountsOf(t, "/", "/etc/hosts"); after != before {
+	if after := mountsOf(t, "/", "/etc/hosts", "/etc/resolv.conf"); after != before {
 		exec.Command("umount", "/etc/hosts").Run()
+		exec.Command("umount", "/etc/resolv.conf").Run()
 		t.Fatalf("the names helper changed the machine's mounts:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }

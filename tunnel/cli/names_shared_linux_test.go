@@ -111,6 +111,9 @@ type failingResolver struct{}
 func (failingResolver) Shared() bool              { return false }
 func (failingResolver) Start(cmd *exec.Cmd) error { return cmd.Start() }
 func (failingResolver) Close() error              { return nil }
+func (failingResolver) Answer(localnames.LookupFunc) error {
+	return errors.New("the names are all published at start")
+}
 func (failingResolver) Update([]localnames.HostLine) (map[string]int, error) {
 	return nil, errors.New("the disk is full")
 }

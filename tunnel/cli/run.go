@@ -53,7 +53,7 @@ func (c *cli) execute(p *plan) error {
 	if err != nil {
 		return err
 	}
-	names := c.consume(runs) // the cluster's names for CMD: consume.go
+	names := c.consume(runs, p.docker) // the cluster's names for CMD: consume.go
 	defer names.close()
 	argv, resolve, stop := p.cmd, names, func() {}
 	if p.docker {

@@ -1,6 +1,7 @@
 package localnames
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,6 +65,14 @@ func (r *fileResolver) Update(lines []HostLine) (map[string]int, error) {
 }
 
 func (r *fileResolver) Start(cmd *exec.Cmd) error { return cmd.Start() }
+
+// Answer fails: every program of the machine reads the hosts file
+// directly, so every name must be in it before CMD starts.
+func (r *fileResolver) Answer(LookupFunc) error { return errHostsFileEager }
+
+// errHostsFileEager is why a run that publishes its names in the machine's
+// hosts file opens them all at start.
+var errHostsFileEager = errors.New("the names go in this machine's hosts file, which programs read directly: every name gets its address and listeners when the run starts")
 
 // Shared is true: every run on the machine has a block in the file.
 func (r *fileResolver) Shared() bool { return true }

@@ -26,6 +26,7 @@ type Key struct {
 // the developer is told about it.
 type Plan struct {
 	Hosts map[Key][]string // each name's host names, in the order given
+	Owner map[string]Key   // the name each host name of Hosts reaches
 	Notes []string         // names left out, clashes and how they were settled
 }
 
@@ -39,8 +40,11 @@ type Plan struct {
 // not valid host names, and those that would hide this machine's own
 // names, are left out with a note.
 func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {
-	plan := Plan{Hosts: map[Key][]string{}}
-	owner := map[string]int{} // host name → profile index
+	count := 0
+	for _, p := range profiles {
+		count += len(p.Names)
+	}
+	plan := Plan{Hosts: make(map[Key][]string, count), Owner: make(map[string]Key, 4*count)}
 	type clash struct {
 		winner int // the profile that keeps the host names
 		loser  Key // the name that does not get them
@@ -48,15 +52,19 @@ func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {
 	clashes := map[clash][]string{}
 	var order []clash
 	claim := func(k Key, host string) {
-		if _, taken := owner[host]; !taken {
-			owner[host] = k.Profile
+		if _, taken := plan.Owner[host]; !taken {
+			plan.Owner[host] = k
 			plan.Hosts[k] = append(plan.Hosts[k], host)
 		}
 	}
 	for i, p := range profiles {
 		for _, n := range p.Names {
 			k := Key{i, n.Name}
-			for _, form := range append([]string{n.Name}, n.Aliases...) {
+			for f := -1; f < len(n.Aliases); f++ {
+				form := n.Name
+				if f >= 0 {
+					form = n.Aliases[f]
+				}
 				host := strings.ToLower(form)
 				if err := checkHostName(host); err != nil {
 					plan.Notes = append(plan.Notes, fmt.Sprintf("%s%v: programs cannot reach it by that name", prefixOf(profiles, i), err))
@@ -66,8 +74,8 @@ func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {
 					plan.Notes = append(plan.Notes, fmt.Sprintf("%s%s is left out: it is a name of this machine", prefixOf(profiles, i), host))
 					continue
 				}
-				if first, taken := owner[host]; taken && first != i {
-					c := clash{first, k}
+				if first, taken := plan.Owner[host]; taken && first.Profile != i {
+					c := clash{first.Profile, k}
 					if clashes[c] == nil {
 						order = append(order, c)
 					}
@@ -122,10 +130,12 @@ func checkHostName(host string) error {
 	if host == "" || len(host) > 253 {
 		return fmt.Errorf("%q is not a valid host name (%s, at most 253 characters)", host, form)
 	}
-	for _, label := range strings.Split(host, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+	for rest := host; rest != ""; {
+		label, after, _ := strings.Cut(rest, ".")
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' || after == "" && len(label) < len(rest) {
 			return fmt.Errorf("%q is not a valid host name (%s; a label is 1 to 63 characters and does not start or end with '-')", host, form)
 		}
+		rest = after
 		for i := 0; i < len(label); i++ {
 			c := label[i]
 			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {

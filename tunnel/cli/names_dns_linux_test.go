@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"plug/tunnel/clustertest"
+	"plug/tunnel/tunneltest"
+)
+
+// The names of a run that answers its command's DNS (root here; a
+// developer after plug setup): a name gets its address when the command
+// first looks it up.
+
+// TestNamesAnswerAsLookedUp: the command's resolv.conf names the run's
+// responder; a name resolves by every form once looked up, and only then
+// enters the command's hosts file; a name the cluster gains during the
+// run resolves a moment later and answers by name; the machine's own
+// names (localhost) resolve as before.
+func TestNamesAnswerAsLookedUp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		clustertest.Unavailable(t, "a run answers DNS on port 53, which needs root or plug setup: run the tests as root")
+	}
+	c := newCluster(t, useHome(t), "shop")
+	c.platform.SetNames(k8sName("web", "shop", 18080), k8sName("other", "shop", 18082))
+	c.workload(t, "api:18081", "hello from api")
+	dir := t.TempDir()
+	script := `cp /etc/resolv.conf resolv; cp /etc/hosts hosts-before
+getent hosts web web.shop web.shop.svc web.shop.svc.cluster.local localhost > forms
+cp /etc/hosts hosts-after; touch started
+until getent hosts api > /dev/null; do sleep 0.01; done; touch resolved
+curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
+	done := make(chan string, 1)
+	go func() {
+		_, _, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", "cd "+dir+" && "+script)
+		done <- stderr
+	}()
+	waitFile(t, filepath.Join(dir, "started"), clustertest.Settle)
+	added := time.Now()
+	c.platform.SetNames(k8sName("web", "shop", 18080), k8sName("other", "shop", 18082), k8sName("api", "shop", 18081))
+	waitFile(t, filepath.Join(dir, "resolved"), clustertest.Settle)
+	t.Logf("a new Service resolved by name after %s", time.Since(added))
+	waitFile(t, filepath.Join(dir, "reached"), clustertest.Settle)
+	stderr := <-done
+	t.Logf("plug:\n%s", stderr)
+
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return string(b)
+	}
+	if resolv := read("resolv"); !strings.Contains(resolv, "nameserver 127.") || strings.Count(resolv, "nameserver") != 1 {
+		t.Errorf("the command's resolv.conf does not name the run's responder alone:\n%s", resolv)
+	}
+	forms := strings.Split(strings.TrimSpace(read("forms")), "\n")
+	if len(forms) != 5 {
+		t.Fatalf("getent answered %d of 5 names:\n%s", len(forms), read("forms"))
+	}
+	web := strings.Fields(forms[0])[0]
+	for _, line := range forms[:4] {
+		if f := strings.Fields(line); f[0] != web || !strings.HasPrefix(web, "127.") {
+			t.Errorf("a form of web resolved as %q; want %s", line, web)
+		}
+	}
+	if f := strings.Fields(forms[4]); f[0] != "127.0.0.1" && f[0] != "::1" {
+		t.Errorf("localhost resolved as %q", forms[4])
+	}
+	if before, after := read("hosts-before"), read("hosts-after"); strings.Contains(before, "web") || !strings.Contains(after, web+"\tweb ") || strings.Contains(after, "other") {
+		t.Errorf("the hosts file should gain web alone once it is looked up:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := read("answer"); got != "hello from api\n" {
+		t.Errorf("api answered %q", got)
+	}
+	if !strings.Contains(stderr, "new in the cluster: api") {
+		t.Errorf("plug did not say api came:\n%s", stderr)
+	}
+}
+
+// TestNamesAllAtStartWithoutPort53: a developer's run that cannot bind
+// port 53 (net.ipv4.ip_unprivileged_port_start above 53: no plug setup)
+// gives every name its address at start, in the command's hosts file,
+// and leaves /etc/resolv.conf the machine's; a run that can answers DNS.
+func TestNamesAllAtStartWithoutPort53(t *testing.T) {
+	if !asUser(t) {
+		return
+	}
+	c := newCluster(t, useHome(t), "shop")
+	c.platform.SetNames(k8sName("web", "shop", 18080), k8sName("other", "shop", 18082))
+	c.workload(t, "web:18080", "hello from web")
+	machine, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other tests may run plug setup meanwhile: the run is tried until the
+	// machine's setting was the same before and after it.
+	clustertest.Eventually(t, clustertest.Settle, "a run while the low ports' setting stays put", func() error {
+		low := lowPortsStart(t)
+		code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", "cat /etc/resolv.conf; echo ---; cat /etc/hosts; echo ---; curl -sS --max-time 5 http://web:18080/")
+		if lowPortsStart(t) != low {
+			return errors.New("net.ipv4.ip_unprivileged_port_start changed during the run")
+		}
+		t.Logf("ip_unprivileged_port_start %d: exit %d\n%s\n%s", low, code, stdout, stderr)
+		parts := strings.Split(stdout, "---\n")
+		if code != 0 || len(parts) != 3 || parts[2] != "hello from web\n" {
+			t.Fatalf("exit %d; want web to answer by name:\n%s%s", code, stdout, stderr)
+		}
+		eager := low > 53
+		if got := parts[0] == string(machine) && strings.Contains(parts[1], "\tother "); got != eager {
+			t.Fatalf("with ip_unprivileged_port_start %d, the run gave every name its address at start: %v; want %v", low, got, eager)
+		}
+		return nil
+	})
+}
+
+// lowPortsStart is net.ipv4.ip_unprivileged_port_start.
+func lowPortsStart(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestDoctorSaysHowNamesResolve: doctor says that a run of root answers
+// its command's DNS, and that a developer's run without plug setup gives
+// every name its address at start, and why.
+func TestDoctorSaysHowNamesResolve(t *testing.T) {
+	if !asUser(t) {
+		doctorHome(t, tunneltest.NewPlatform())
+		_, out, _ := plug(t, "doctor", "-p", "kube")
+		expectLines(t, out, "ok   names: a run answers its command's DNS itself, on a loopback address, port 53")
+		return
+	}
+	doctorHome(t, tunneltest.NewPlatform())
+	_, out, _ := plug(t, "doctor", "-p", "kube")
+	if lowPortsStart(t) > 53 {
+		expectLines(t, out, "warn names: a run gives every cluster name its address and listeners at start", "sudo plug setup")
+	} else {
+		expectLines(t, out, "ok   names: a run answers its command's DNS itself")
+	}
+}
