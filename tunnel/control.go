@@ -13,7 +13,11 @@ import (
 // the agent's events and the goodbye. It is an SSH channel of type
 // controlChannelType that the plug CLI opens right after authentication.
 // Each message, in either direction, is a JSON object with a "type" field,
-// preceded by its length as a 4-byte big-endian integer.
+// preceded by its length as a 4-byte big-endian integer. The CLI's hello,
+// with the names the run serves, is also the open's data: the agent answers
+// it as soon as the channel is open (welcome with HelloAtOpen), then serves
+// the names, and passes over the copy the CLI sends on the channel for
+// agents that ignore the open's data.
 //
 // CLI to agent: hello, goodbye, moved (the answer to an ended with Move:
 // the run now lives on another agent, or could not move), status (a
