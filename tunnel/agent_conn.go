@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -25,8 +26,10 @@ type devConn struct {
 	moveOnce     sync.Once
 	events       chan Event // platform events, told by one goroutine
 
-	runMu sync.Mutex // held while the run is chosen
-	run   *run
+	runMu       sync.Mutex // held while the run is chosen
+	run         *run
+	helloAtOpen bool // the control channel's open carried a hello
+	helloEchoed bool // the copy of it sent on the channel was passed over
 
 	busy       atomic.Bool // a question (status, who, end) is being answered
 	lastStatus time.Time   // when the last status was asked; read and written while busy is held
@@ -123,11 +126,19 @@ func (dc *devConn) handleChannels(chans <-chan ssh.NewChannel, readers *sync.Wai
 	}
 }
 
+// openControl accepts the connection's control channel. A hello the open
+// carries (helloAtOpen) is answered at once, before the channel's messages
+// are read, and the names it asks for are served then.
 func (dc *devConn) openControl(nc ssh.NewChannel, readers *sync.WaitGroup) {
 	dc.mu.Lock()
 	defer dc.mu.Unlock()
 	if dc.control != nil {
 		nc.Reject(ssh.Prohibited, "one control channel per connection")
+		return
+	}
+	h, atOpen, err := helloAtOpen(nc.ExtraData())
+	if err != nil {
+		nc.Reject(ssh.Prohibited, err.Error())
 		return
 	}
 	ch, reqs, err := acceptChannel(nc)
@@ -139,8 +150,54 @@ func (dc *devConn) openControl(nc ssh.NewChannel, readers *sync.WaitGroup) {
 	readers.Add(1)
 	go func() {
 		defer readers.Done()
+		if atOpen && dc.openRun(h, true) {
+			dc.serveAsked(h.Serves)
+		}
 		dc.readControl(dc.control)
 	}()
+}
+
+// helloAtOpen reads the hello a control channel's open carries: a plug CLI
+// that asks for its names with it saves the round trips of a hello and of
+// forward requests after the open. Open data that is not one hello frame
+// is an error; none is no hello.
+func helloAtOpen(data []byte) (helloMsg, bool, error) {
+	if len(data) == 0 {
+		return helloMsg{}, false, nil
+	}
+	frame, err := readFrame(bytes.NewReader(data))
+	if err == nil && 4+len(frame) != len(data) {
+		err = errors.New("data after the frame")
+	}
+	if err != nil {
+		return helloMsg{}, false, fmt.Errorf("the control channel's open carries no hello: %v", err)
+	}
+	if typ, err := decodeType(frame); err != nil || typ != typeHello {
+		return helloMsg{}, false, fmt.Errorf("the control channel's open carries a %q message, not a hello", PeerText(typ))
+	}
+	h, err := decodeMsg[helloMsg](frame)
+	if err != nil {
+		return helloMsg{}, false, err
+	}
+	return h, true, nil
+}
+
+// serveAsked serves the names a hello at open asked for, one after the
+// other, as forward requests of them would be, and says served or refused
+// for each.
+func (dc *devConn) serveAsked(asks []askedServe) {
+	for _, a := range asks {
+		var filter Filter
+		if a.Filter != nil {
+			filter = *a.Filter
+		}
+		served, err := dc.serve(a.Name, a.Port, a.UDP, filter)
+		if err != nil {
+			dc.tell(Event{Name: a.Name, Kind: EventRefused, Text: err.Error()})
+			continue
+		}
+		dc.tellServed(a.Name, a.Port, a.UDP, served)
+	}
 }
 
 // readControl handles the client's control messages until the channel ends.
@@ -165,7 +222,7 @@ func (dc *devConn) readControl(c *controlConn) {
 func (dc *devConn) handleControl(typ string, frame []byte) error {
 	switch typ {
 	case typeHello:
-		return handleMsg(frame, decodeMsg[helloMsg], dc.hello)
+		return handleMsg(frame, decodeMsg[helloMsg], func(h helloMsg) { dc.openRun(h, false) })
 	case typeGoodbye:
 		return handleMsg(frame, decodeMsg[goodbyeMsg], func(goodbyeMsg) { dc.goodbye() })
 	case typeStatus:
@@ -203,39 +260,50 @@ func (dc *devConn) handleControl(typ string, frame []byte) error {
 	return nil // a type a newer client knows
 }
 
-// hello opens the connection's run or re-attaches it, and answers welcome.
-func (dc *devConn) hello(h helloMsg) {
+// openRun answers a hello (atOpen: the one the control channel's open
+// carried): it opens the connection's run or re-attaches it, and answers
+// welcome. It reports whether the run is open. The CLI that sent a hello at
+// open sends it again on the channel, for an agent that ignores the open's
+// data: that copy is passed over.
+func (dc *devConn) openRun(h helloMsg, atOpen bool) bool {
 	dc.runMu.Lock()
 	defer dc.runMu.Unlock()
+	if dc.helloAtOpen && !atOpen && !dc.helloEchoed {
+		dc.helloEchoed = true
+		return false
+	}
+	dc.helloAtOpen = dc.helloAtOpen || atOpen
 	if dc.run != nil {
 		dc.tell(Event{Kind: EventWarning, Text: "hello ignored: this connection belongs to a run already"})
-		return
+		return false
 	}
 	if why := dc.a.refusal(); why != "" {
 		dc.logf("refused a run of %s (%s) from %s: %s", dc.user, dc.fingerprint, dc.conn.RemoteAddr(), why)
 		go dc.tellEnded(ending{by: "agent", reason: why})
 		go dc.closeAfterEnded()
-		return
+		return false
 	}
 	r, resumed, err := dc.a.attach(dc, h)
 	if err != nil {
 		go dc.tellEnded(ending{by: "agent", reason: err.Error(), retry: errors.Is(err, errAgentStopping)})
 		go dc.closeAfterEnded()
-		return
+		return false
 	}
 	dc.run = r
 	dc.sendControl(welcomeMsg{
-		Version:   Version,
-		Agent:     dc.a.ID,
-		Platform:  dc.a.platformName(),
-		Resumed:   resumed,
-		Names:     true,
-		Datagrams: true,
-		Filters:   true,
-		Stripes:   dc.stripes.agree(h.Stripes),
-		UDPServe:  true,
+		Version:     Version,
+		Agent:       dc.a.ID,
+		Platform:    dc.a.platformName(),
+		Resumed:     resumed,
+		Names:       true,
+		Datagrams:   true,
+		Filters:     true,
+		Stripes:     dc.stripes.agree(h.Stripes),
+		UDPServe:    true,
+		HelloAtOpen: atOpen,
 	})
 	go dc.tellNames(h.Deltas)
+	return true
 }
 
 // goodbye ends the run at the client's request: its names are given back at

@@ -33,6 +33,25 @@ type ClientConfig struct {
 	// KeepAlive is how often the client checks that the agent is still
 	// there; three unanswered checks mean it is not. Default 5 s.
 	KeepAlive time.Duration
+
+	// Asks are the names the run serves from its start. Connect asks for
+	// them with its hello, in the message that opens the control channel,
+	// which saves the round trips of a hello and of a forward request
+	// each; Serve, ServeFiltered or ServeUDP of the same name, port, local
+	// address and filter then returns the agent's answer. An agent older
+	// than that is asked by those calls, as names not asked for here are.
+	Asks []Ask
+}
+
+// Ask is a name a run serves from its start (ClientConfig.Asks): Name's
+// port Port (a UDP port with UDP) in the cluster reaches Local, only the
+// requests Filter matches when it is not empty.
+type Ask struct {
+	Name   string
+	Port   int
+	UDP    bool
+	Local  string
+	Filter Filter
 }
 
 // RunInfo identifies the run to the agent.
@@ -76,11 +95,12 @@ type forward struct {
 	port        int
 	udp         bool // port and local are UDP ports
 	local       string
-	filter      Filter      // a personal takeover's; empty for a full one; none for UDP
-	since       time.Time   // when it was asked for
-	established bool        // served once: asked for again after a reconnect
-	answered    atomic.Bool // the local address has answered a caller
-	failing     atomic.Bool // the local address did not answer the last caller
+	filter      Filter        // a personal takeover's; empty for a full one; none for UDP
+	asked       *askedForward // asked for with the hello, until the answer is taken
+	since       time.Time     // when it was asked for
+	established bool          // served once: asked for again after a reconnect
+	answered    atomic.Bool   // the local address has answered a caller
+	failing     atomic.Bool   // the local address did not answer the last caller
 }
 
 const (
@@ -132,7 +152,15 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Session, error) {
 		forwards:   map[string]*forward{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	cc, err := s.dial(ctx)
+	var asks []*forward
+	for _, a := range cfg.Asks {
+		f := &forward{name: a.Name, port: a.Port, udp: a.UDP, local: a.Local, filter: a.Filter, since: time.Now()}
+		if f.check() == nil && s.forwards[f.name] == nil {
+			s.forwards[f.name] = f
+			asks = append(asks, f)
+		}
+	}
+	cc, err := s.dialAsking(ctx, asks)
 	if err != nil {
 		s.cancel()
 		return nil, err
@@ -181,34 +209,60 @@ func (s *Session) serve(ctx context.Context, f *forward) (Served, error) {
 	return served, err
 }
 
+// check refuses a forward the agent would: a bad name, filter, port or
+// local address.
+func (f *forward) check() error {
+	if err := CheckName(f.name); err != nil {
+		return err
+	}
+	if err := f.filter.Check(); err != nil {
+		return err
+	}
+	if err := CheckPort(f.port); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(f.local); err != nil {
+		return fmt.Errorf("the local address %q is not HOST:PORT, e.g. localhost:3000", f.local)
+	}
+	return nil
+}
+
+// sameAsk reports whether g asks for what f does.
+func (f *forward) sameAsk(g *forward) bool {
+	return f.name == g.name && f.port == g.port && f.udp == g.udp && f.local == g.local && f.filter.String() == g.filter.String()
+}
+
 // request is serve's work: it checks f and asks the agent for it until it
-// answers or ctx ends.
+// answers or ctx ends. A forward Connect asked for with the hello is not
+// asked again: its answer is awaited.
 func (s *Session) request(ctx context.Context, f *forward) (Served, error) {
-	name, clusterPort, local, filter := f.name, f.port, f.local, f.filter
-	if err := CheckName(name); err != nil {
+	if err := f.check(); err != nil {
 		return Served{}, err
-	}
-	if err := filter.Check(); err != nil {
-		return Served{}, err
-	}
-	if err := CheckPort(clusterPort); err != nil {
-		return Served{}, err
-	}
-	if _, _, err := net.SplitHostPort(local); err != nil {
-		return Served{}, fmt.Errorf("the local address %q is not HOST:PORT, e.g. localhost:3000", local)
 	}
 	f.since = time.Now()
 	s.mu.Lock()
+	cur := s.forwards[f.name]
 	switch {
 	case s.closed:
 		s.mu.Unlock()
 		return Served{}, errSessionClosed
-	case s.forwards[name] != nil:
+	case cur != nil && cur.asked != nil && cur.sameAsk(f):
+		a := cur.asked
+		cur.asked = nil // this call takes the answer
 		s.mu.Unlock()
-		return Served{}, fmt.Errorf("%s is served by this run already", name)
+		return s.awaitAsked(ctx, cur, a)
+	case cur != nil:
+		s.mu.Unlock()
+		return Served{}, fmt.Errorf("%s is served by this run already", f.name)
 	}
-	s.forwards[name] = f
+	s.forwards[f.name] = f
 	s.mu.Unlock()
+	return s.requestAgain(ctx, f)
+}
+
+// requestAgain asks for f, which is in forwards, on the live connection,
+// and on the next one if that is lost first.
+func (s *Session) requestAgain(ctx context.Context, f *forward) (Served, error) {
 	for {
 		cc, err := s.connected(ctx)
 		if err != nil {

@@ -61,6 +61,12 @@ var errConnLost = errors.New("the connection to the agent was lost")
 
 // dial connects, authenticates, checks the pinned host key and says hello.
 func (s *Session) dial(ctx context.Context) (*clientConn, error) {
+	return s.dialAsking(ctx, nil)
+}
+
+// dialAsking is dial whose hello asks for asks, forwards of s not asked
+// for yet (ClientConfig.Asks).
+func (s *Session) dialAsking(ctx context.Context, asks []*forward) (*clientConn, error) {
 	cfg := s.cfg
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -81,7 +87,7 @@ func (s *Session) dial(ctx context.Context) (*clientConn, error) {
 	}
 	go cc.acceptChannels(chans)
 	go answerRequests(reqs)
-	cc.welcome, err = cc.hello()
+	cc.welcome, err = cc.hello(asks)
 	if !abort() || ctx.Err() != nil {
 		conn.Close()
 		return nil, unreachable(cfg.Addr, context.DeadlineExceeded)
@@ -204,22 +210,48 @@ func (s *Session) handshakeError(ctx context.Context, err error, banner string) 
 	return &UnreachableError{Addr: s.cfg.Addr, Reason: "no plug agent answered there (" + err.Error() + ")", Err: err}
 }
 
-// hello opens the control channel, says hello and reads the welcome.
-func (cc *clientConn) hello() (welcomeMsg, error) {
+// hello opens the control channel, says hello and reads the welcome. The
+// hello, asking for asks, goes with the channel's open, and again on the
+// channel once it is open, for an agent that does not read the open's
+// data. An agent whose welcome says it did not (HelloAtOpen) is asked for
+// none of them: they are taken out of the session's forwards, for Serve to
+// ask for.
+func (cc *clientConn) hello(asks []*forward) (welcome welcomeMsg, err error) {
 	addr := cc.s.cfg.Addr
-	ch, reqs, err := cc.conn.OpenChannel(controlChannelType, nil)
-	if err != nil {
-		return welcomeMsg{}, &UnreachableError{Addr: addr, Reason: "the server there is not a plug agent: " + err.Error(), Err: err}
-	}
-	go ssh.DiscardRequests(reqs)
-	cc.control = &controlConn{rw: ch}
 	run := cc.s.cfg.Run
 	kind := kindConsumes
 	if run.Serves {
 		kind = kindServes
 	}
 	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true}
-	if err := cc.control.send(h); err != nil {
+	for _, f := range asks {
+		a := askedServe{Name: f.name, Port: f.port, UDP: f.udp}
+		if !f.filter.Empty() {
+			a.Filter = &f.filter
+		}
+		h.Serves = append(h.Serves, a)
+	}
+	frame, err := encodeFrame(h)
+	if err != nil || len(asks) > maxAskedServes { // more than one hello takes: asked for one by one
+		cc.unask(asks)
+		h.Serves, asks = nil, nil
+		if frame, err = encodeFrame(h); err != nil {
+			return welcomeMsg{}, err
+		}
+	}
+	cc.ask(asks)
+	defer func() {
+		if err != nil || !welcome.HelloAtOpen {
+			cc.unask(asks)
+		}
+	}()
+	ch, reqs, err := cc.conn.OpenChannel(controlChannelType, frame)
+	if err != nil {
+		return welcomeMsg{}, &UnreachableError{Addr: addr, Reason: "the server there is not a plug agent: " + err.Error(), Err: err}
+	}
+	go ssh.DiscardRequests(reqs)
+	cc.control = &controlConn{rw: ch}
+	if err := cc.control.write(frame); err != nil {
 		return welcomeMsg{}, unreachable(addr, err)
 	}
 	typ, frame, err := cc.control.receive()
@@ -351,12 +383,11 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 		text, _ := json.Marshal(f.filter) // a Filter always marshals
 		reqType, payload = filteredForwardRequest, ssh.Marshal(filteredForward{Addr: f.name, Port: uint32(f.port), Filter: string(text)})
 	}
-	cancelType := "cancel-tcpip-forward"
 	if f.udp {
 		if !cc.welcome.UDPServe {
 			return Served{}, &ServeError{Name: f.name, Port: f.port, UDP: f.udp, Reason: fmt.Sprintf("the agent (plug %s) does not serve UDP ports; update the agent", PeerText(cc.welcome.Version))}
 		}
-		reqType, cancelType = datagramForwardRequest, cancelDatagramForward
+		reqType = datagramForwardRequest
 	}
 	type reply struct {
 		ok  bool
@@ -374,7 +405,7 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 		// Give the name back if the agent serves it after all.
 		go func() {
 			if r := <-replied; r.ok {
-				cc.conn.SendRequest(cancelType, false, ssh.Marshal(forwardRequest{Addr: f.name, Port: uint32(f.port)}))
+				cc.cancelForward(f)
 			}
 		}()
 		return Served{}, ctx.Err()
@@ -387,13 +418,31 @@ func (cc *clientConn) requestForward(ctx context.Context, f *forward) (Served, e
 	case o = <-answer:
 	case <-time.After(answerWait):
 	}
-	if !r.ok {
-		if o.refusal == "" {
-			o.refusal = "the agent refused it without saying why"
-		}
+	if r.ok {
+		return o.served, nil
+	}
+	if o.refusal == "" {
+		o.refusal = "the agent refused it without saying why"
+	}
+	return o.result(f)
+}
+
+// result is what Serve returns for f when the agent answered o.
+func (o serveOutcome) result(f *forward) (Served, error) {
+	if o.refusal != "" {
 		return Served{}, &ServeError{Name: f.name, Port: f.port, UDP: f.udp, Reason: o.refusal}
 	}
 	return o.served, nil
+}
+
+// cancelForward asks the agent to give f back: a Serve given up on that
+// the agent served all the same.
+func (cc *clientConn) cancelForward(f *forward) {
+	typ := "cancel-tcpip-forward"
+	if f.udp {
+		typ = cancelDatagramForward
+	}
+	cc.conn.SendRequest(typ, false, ssh.Marshal(forwardRequest{Addr: f.name, Port: uint32(f.port)}))
 }
 
 // dial opens a channel of chanType (direct-tcpip, datagramChannelType, or

@@ -13,7 +13,11 @@ import (
 // the agent's events and the goodbye. It is an SSH channel of type
 // controlChannelType that the plug CLI opens right after authentication.
 // Each message, in either direction, is a JSON object with a "type" field,
-// preceded by its length as a 4-byte big-endian integer.
+// preceded by its length as a 4-byte big-endian integer. The CLI's hello,
+// with the names the run serves, is also the open's data: the agent answers
+// it as soon as the channel is open (welcome with HelloAtOpen), then serves
+// the names, and passes over the copy the CLI sends on the channel for
+// agents that ignore the open's data.
 //
 // CLI to agent: hello, goodbye, moved (the answer to an ended with Move:
 // the run now lives on another agent, or could not move), status (a
@@ -68,7 +72,25 @@ type helloMsg struct {
 	// first catalog, the agent sends only what changed. Older CLIs send
 	// none and are sent the whole catalog at each change.
 	Deltas bool `json:"deltas,omitempty"`
+	// Serves are the names the run asks for from its start, in a hello
+	// sent as the extra data of the control channel's open (helloAtOpen):
+	// the agent serves each as a forward request, saying served or
+	// refused for each. A hello sent on the channel serves none of them.
+	Serves []askedServe `json:"serves,omitempty"`
 }
+
+// askedServe is a name a hello asks for: a tcpip-forward (with Filter, a
+// filtered one; with UDP, a datagram-forward) without its round trip.
+type askedServe struct {
+	Name   string  `json:"name"`
+	Port   int     `json:"port"`
+	UDP    bool    `json:"udp,omitempty"`
+	Filter *Filter `json:"filter,omitempty"`
+}
+
+// maxAskedServes bounds the names one hello asks for; each is counted
+// against the key's names as a forward request is.
+const maxAskedServes = 64
 
 // welcomeMsg answers a hello.
 type welcomeMsg struct {
@@ -88,6 +110,12 @@ type welcomeMsg struct {
 	// UDPServe says the agent takes datagram-forward requests (udp.go):
 	// a run may serve a name's UDP port, if the platform can.
 	UDPServe bool `json:"udpServe,omitempty"`
+	// HelloAtOpen says the agent took the hello the control channel's
+	// open carried, and serves its Serves: a served message or a refused
+	// event with the name follows for each. Older agents ignore the
+	// open's data, answer the hello sent on the channel, and serve only
+	// what forward requests ask for.
+	HelloAtOpen bool `json:"helloAtOpen,omitempty"`
 }
 
 // servedMsg tells the CLI a name it asked for is served; it precedes the
@@ -294,7 +322,28 @@ func (m *helloMsg) check() error {
 	if m.Container != "" && m.Container != ContainerDockerrun {
 		return fmt.Errorf("hello: container %q is not %q", m.Container, ContainerDockerrun)
 	}
-	return nil
+	return checkList("hello", "serve", m.Serves, maxAskedServes, (*askedServe).check)
+}
+
+// check refuses an asked serve that a forward request of it would not
+// parse: a name, a port, and a filter that is not empty.
+func (a *askedServe) check() error {
+	if err := CheckName(a.Name); err != nil {
+		return err
+	}
+	if err := CheckPort(a.Port); err != nil {
+		return fmt.Errorf("%s: %w", a.Name, err)
+	}
+	if a.Filter == nil {
+		return nil
+	}
+	if a.UDP {
+		return fmt.Errorf("%s: a UDP port has no filter", a.Name)
+	}
+	if a.Filter.Empty() {
+		return fmt.Errorf("the filter of %s is empty", a.Name)
+	}
+	return a.Filter.Check()
 }
 
 func (m *welcomeMsg) check() error {

@@ -138,7 +138,7 @@ func (p *Platform) pointAtDeployed(ctx context.Context, svc *k8sapi.Service, r r
 	}
 	p.noteDeployed(name, *r.Original, pods.Items)
 	want := p.podSlices(svc, r.without(portKey{}), pods.Items)
-	if err := p.syncSlices(ctx, name, want, nil); err != nil {
+	if err := p.syncSlices(ctx, p.plugSlices(ctx, name), want, nil); err != nil {
 		return 0, err
 	}
 	ready := 0

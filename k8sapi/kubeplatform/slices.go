@@ -228,6 +228,10 @@ func (p *Platform) podSlices(svc *k8sapi.Service, r receipt, pods []k8sapi.Pod) 
 func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, first bool) error {
 	p.settling.Lock()
 	defer p.settling.Unlock()
+	// plug's slices are read while the pods are: neither read depends on
+	// the other, and a takeover waits for both before it writes.
+	have := make(chan plugSlices, 1)
+	go func() { have <- p.plugSlices(ctx, svc.Metadata.Name) }()
 	// The deployed pods' slices first: a port given back reaches them
 	// before it leaves the agent's slice.
 	var want []k8sapi.EndpointSlice
@@ -244,7 +248,7 @@ func (p *Platform) settle(ctx context.Context, svc *k8sapi.Service, r receipt, f
 	if !first {
 		mayCreate = func() error { return p.stillHeld(ctx, svc.Metadata.Name, r) }
 	}
-	if err := p.syncSlices(ctx, svc.Metadata.Name, want, mayCreate); err != nil {
+	if err := p.syncSlices(ctx, <-have, want, mayCreate); err != nil {
 		if errors.Is(err, errGivenBack) {
 			return nil // the next tend tells the run
 		}
@@ -276,17 +280,33 @@ func (p *Platform) stillHeld(ctx context.Context, name string, r receipt) error 
 	return nil
 }
 
-// syncSlices makes plug's EndpointSlices of Service name exactly want.
-// Before it writes a slice that does not exist, it calls mayCreate (when
-// not nil), once, and stops with its error if there is one.
-func (p *Platform) syncSlices(ctx context.Context, name string, want []k8sapi.EndpointSlice, mayCreate func() error) error {
-	slicesAPI := p.c.EndpointSlices(p.ns)
-	have, err := slicesAPI.List(ctx, plugSlicesOf(name))
+// plugSlices is what a read of plug's EndpointSlices of a Service found,
+// or why it failed.
+type plugSlices struct {
+	items []k8sapi.EndpointSlice
+	err   error
+}
+
+// plugSlices reads plug's EndpointSlices of Service name.
+func (p *Platform) plugSlices(ctx context.Context, name string) plugSlices {
+	list, err := p.c.EndpointSlices(p.ns).List(ctx, plugSlicesOf(name))
 	if err != nil {
-		return fmt.Errorf("listing plug's endpoint slices of %s: %w", name, err)
+		return plugSlices{err: fmt.Errorf("listing plug's endpoint slices of %s: %w", name, err)}
 	}
+	return plugSlices{items: list.Items}
+}
+
+// syncSlices makes plug's EndpointSlices of a Service, which have found,
+// exactly want. Before it writes a slice that does not exist, it calls
+// mayCreate (when not nil), once, and stops with its error if there is
+// one.
+func (p *Platform) syncSlices(ctx context.Context, have plugSlices, want []k8sapi.EndpointSlice, mayCreate func() error) error {
+	if have.err != nil {
+		return have.err
+	}
+	slicesAPI := p.c.EndpointSlices(p.ns)
 	current := map[string]k8sapi.EndpointSlice{}
-	for _, s := range have.Items {
+	for _, s := range have.items {
 		current[s.Metadata.Name] = s
 	}
 	for _, w := range want {
@@ -331,10 +351,31 @@ func sameSlice(a, b k8sapi.EndpointSlice) bool {
 // every slice of a Service, so any left would split the traffic between
 // the run and the deployed pods.
 func (p *Platform) dropForeign(ctx context.Context, name string, endpoints bool) error {
+	if !endpoints {
+		foreign, err := p.dropForeignSlices(ctx, name)
+		if err != nil || foreign == 0 {
+			return err
+		}
+		return p.deleteLegacyEndpoints(ctx, name)
+	}
+	// The legacy Endpoints go while the slices do: both are routes to the
+	// deployed pods, and neither waits for the other.
+	legacy := make(chan error, 1)
+	go func() { legacy <- p.deleteLegacyEndpoints(ctx, name) }()
+	_, err := p.dropForeignSlices(ctx, name)
+	if lerr := <-legacy; err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// dropForeignSlices deletes the EndpointSlices of Service name that plug
+// did not write, and returns how many it found.
+func (p *Platform) dropForeignSlices(ctx context.Context, name string) (int, error) {
 	slicesAPI := p.c.EndpointSlices(p.ns)
 	all, err := slicesAPI.List(ctx, k8sapi.ListOptions{LabelSelector: k8sapi.LabelServiceName + "=" + name})
 	if err != nil {
-		return fmt.Errorf("listing the endpoint slices of %s: %w", name, err)
+		return 0, fmt.Errorf("listing the endpoint slices of %s: %w", name, err)
 	}
 	foreign := 0
 	for _, s := range all.Items {
@@ -344,12 +385,14 @@ func (p *Platform) dropForeign(ctx context.Context, name string, endpoints bool)
 		foreign++
 		pre := &k8sapi.Preconditions{UID: s.Metadata.UID}
 		if err := slicesAPI.Delete(ctx, s.Metadata.Name, pre); err != nil && !k8sapi.IsNotFound(err) && !k8sapi.IsConflict(err) {
-			return fmt.Errorf("deleting the endpoint slice %s that %s wrote: %w", s.Metadata.Name, s.Metadata.Labels[k8sapi.LabelSliceManagedBy], err)
+			return foreign, fmt.Errorf("deleting the endpoint slice %s that %s wrote: %w", s.Metadata.Name, s.Metadata.Labels[k8sapi.LabelSliceManagedBy], err)
 		}
 	}
-	if foreign == 0 && !endpoints {
-		return nil
-	}
+	return foreign, nil
+}
+
+// deleteLegacyEndpoints deletes the v1 Endpoints of Service name, if any.
+func (p *Platform) deleteLegacyEndpoints(ctx context.Context, name string) error {
 	if err := k8sapi.Resources[k8sapi.Endpoints](p.c, k8sapi.KindEndpoints, p.ns).Delete(ctx, name, nil); err != nil && !k8sapi.IsNotFound(err) {
 		return fmt.Errorf("deleting the legacy Endpoints of %s: %w", name, err)
 	}
@@ -358,5 +401,5 @@ func (p *Platform) dropForeign(ctx context.Context, name string, endpoints bool)
 
 // deletePlugSlices deletes every EndpointSlice plug wrote for Service name.
 func (p *Platform) deletePlugSlices(ctx context.Context, name string) error {
-	return p.syncSlices(ctx, name, nil, nil)
+	return p.syncSlices(ctx, p.plugSlices(ctx, name), nil, nil)
 }

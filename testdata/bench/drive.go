@@ -51,6 +51,7 @@ func drive(args []string) error {
 	fs.DurationVar(&d.udpFor, "udp-for", 10*time.Second, "time of each UDP throughput measurement")
 	fs.BoolVar(&d.parallel, "parallel", false, "measure the latency of the paths at the same time, and skip the throughput of OpenSSH → agent (for a profile with a long round trip)")
 	fs.BoolVar(&d.onlyPaths, "only-paths", false, "measure the paths only, not session start and runs")
+	fs.BoolVar(&d.onlyStart, "only-start", false, "measure session start only")
 	fs.Parse(args)
 	for name, v := range map[string]string{"profile": d.profile, "work": d.work, "home": d.home, "plug": d.plug, "tool": d.tool,
 		"server-ip": d.serverIP, "server-cluster-ip": d.serverClusterIP, "laptop-ip": d.laptopIP, "node-ip": d.nodeIP, "ssh-key": d.sshKey} {
@@ -84,7 +85,7 @@ type driver struct {
 	bytes                                               int64
 	rr, connects, concurrent, starts, runs              int
 	udpFor                                              time.Duration
-	parallel, onlyPaths                                 bool
+	parallel, onlyPaths, onlyStart                      bool
 
 	out      *csv.Writer
 	failures int
@@ -104,6 +105,9 @@ func (d *driver) run() error {
 	}
 	if d.onlyPaths {
 		steps = steps[2:]
+	}
+	if d.onlyStart {
+		steps = steps[1:2]
 	}
 	for _, s := range steps {
 		d.logf("%s", s.name)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# run.sh [--quick] [--no-build] — plug's benchmark (./build.sh bench).
+# run.sh [--quick] [--no-build] [--only-start] — plug's benchmark (./build.sh bench).
 #
 # Measures plug's tunnel side by side with raw TCP and OpenSSH on the local
 # Kubernetes of testdata/cluster (started when it is not up; left running),
@@ -23,6 +23,8 @@
 #
 #   --quick      64 MiB transfers and fewer iterations, for a run in minutes
 #   --no-build   use dist/ and the bench tool as they are
+#   --only-start session start only, on loopback and at 20 ms (with --quick
+#                3 runs of each kind, else 10); no footprint
 #
 # PLUG_BENCH_IMAGE names the agent's image (default: the cluster's,
 # plug:dev); with it set, dist/plug-image.tar must hold that tag
@@ -33,12 +35,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
 
-QUICK=0 BUILD=1
+QUICK=0 BUILD=1 ONLY_START=0
 for a in "$@"; do
 	case $a in
 	--quick) QUICK=1 ;;
 	--no-build) BUILD=0 ;;
-	*) die "unknown argument $a; use --quick and/or --no-build" ;;
+	--only-start) ONLY_START=1 ;;
+	*) die "unknown argument $a; use --quick, --no-build and/or --only-start" ;;
 	esac
 done
 [ "$(id -u)" = 0 ] || die "run as root: it creates a network namespace and its link"
@@ -64,15 +67,19 @@ deploy
 
 CSV=$OUT/bench.csv
 echo "profile,path,metric,value" >"$CSV"
-for profile in none wan wan100; do
+profiles="none wan wan100"
+[ "$ONLY_START" = 0 ] || profiles="none wan"
+for profile in $profiles; do
 	link_up "$profile"
 	[ -n "${PLUG:-}" ] || laptop_profile
 	say "profile $profile: measuring"
 	drive "$profile" || FAILED=1
 	link_down
 done
-say "footprint"
-"$TOOL" footprint -dist "$repo/dist" -module "$repo" >>"$CSV"
+if [ "$ONLY_START" = 0 ]; then
+	say "footprint"
+	"$TOOL" footprint -dist "$repo/dist" -module "$repo" >>"$CSV"
+fi
 
 "$TOOL" report -csv "$CSV" -machine "$(machine)" -wan "$WAN_LINK" -command "./build.sh bench$(args_shown "$@")" \
 	-took "$(($(date +%s) - started))" -load "$load_start; at the end $(cut -d' ' -f1-3 /proc/loadavg)" >"$OUT/RESULTS.md"
@@ -80,7 +87,7 @@ cat "$OUT/RESULTS.md"
 # A full run that measured everything is the one the README shows. The
 # section scale.sh wrote (between its markers) and the one the tests'
 # figures are in ("## Measured by the tests") are kept.
-if [ "$QUICK" = 0 ] && [ -z "${FAILED:-}" ]; then
+if [ "$QUICK" = 0 ] && [ "$ONLY_START" = 0 ] && [ -z "${FAILED:-}" ]; then
 	sed -n '/^<!-- scale -->$/,/^<!-- \/scale -->$/p' "$here/RESULTS.md" >"$WORK/scale-section"
 	sed -n '/^## Measured by the tests$/,$p' "$here/RESULTS.md" | sed '/^<!-- scale -->$/,/^<!-- \/scale -->$/d' >"$WORK/tests-section"
 	cp "$OUT/RESULTS.md" "$here/RESULTS.md"

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -166,6 +165,16 @@ func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) 
 		if p.docker {
 			container = tunnel.ContainerDockerrun
 		}
+		// The names are asked for with the hello: an agent that takes them
+		// so answers them without a round trip each.
+		var asks []tunnel.Ask
+		for _, s := range t.serves {
+			a := tunnel.Ask{Name: s.Name, Port: s.ClusterPort, UDP: s.UDP, Local: s.local()}
+			if !s.UDP {
+				a.Filter = p.filter
+			}
+			asks = append(asks, a)
+		}
 		sess, err := tunnel.Connect(ctx, tunnel.ClientConfig{
 			Addr:    t.profile.Addr(),
 			User:    t.user,
@@ -174,13 +183,14 @@ func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) 
 			Run:     tunnel.RunInfo{ID: id, Version: tunnel.Version, Serves: len(t.serves) > 0, Comment: t.comment, Container: container},
 			Events:  func(e tunnel.Event) { c.event(prefix, e) },
 			Profile: t.profile.Name,
+			Asks:    asks,
 		})
 		if err != nil {
 			return runs, fmt.Errorf("%s%v", prefix, err)
 		}
 		runs = append(runs, &session{target: t, tunnel: sess})
 		for _, s := range t.serves {
-			local := "127.0.0.1:" + strconv.Itoa(s.LocalPort)
+			local := s.local()
 			var served tunnel.Served
 			var err error
 			if s.UDP {

@@ -29,6 +29,9 @@ func (s Serve) String() string {
 	return fmt.Sprintf("%s:%d:%d", name, s.ClusterPort, s.LocalPort) + s.suffix()
 }
 
+// local is the address on this machine the cluster's callers reach.
+func (s Serve) local() string { return "127.0.0.1:" + strconv.Itoa(s.LocalPort) }
+
 // suffix is "/udp" for a UDP port, "" for a TCP one.
 func (s Serve) suffix() string {
 	if s.UDP {
