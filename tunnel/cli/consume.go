@@ -30,8 +30,9 @@ import (
 // agent's catalog keeps it all current while the run lasts. Where the
 // resolver lets the run answer names as CMD looks them up (on Linux, the
 // run's own DNS responder), a name gets its address and listeners only
-// then: a run's cost follows the names its programs use. Elsewhere every
-// name gets them at start.
+// then: a run's cost follows the names its programs use, and CMD starts
+// while the catalogs' host names are planned, a lookup waiting for that
+// plan. Elsewhere every name gets them at start.
 
 const (
 	// namesWait bounds the wait for the agents' first catalogs before CMD
@@ -71,6 +72,10 @@ type consumer struct {
 	lazy   bool
 	eager  string
 	looked map[localnames.Key]bool // lazy: the names CMD looked up
+	// planned is closed once the first reconcile is done: a lookup
+	// waits for it.
+	planned     chan struct{}
+	plannedOnce sync.Once
 
 	kick chan struct{}
 	stop chan struct{}
@@ -114,6 +119,7 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 		told:      map[string]bool{},
 		known:     map[localnames.Key]bool{},
 		looked:    map[localnames.Key]bool{},
+		planned:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
@@ -142,7 +148,13 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
 	}
 	co.awaitCatalogs()
-	co.reconcile()
+	if co.lazy {
+		// The first plan is made beside CMD's start: indexing the host
+		// names of a large namespace is no longer on the way to CMD.
+		co.kick <- struct{}{}
+	} else {
+		co.reconcile()
+	}
 	for _, p := range co.profiles {
 		co.done.Add(1)
 		go co.follow(p.session)
@@ -256,12 +268,20 @@ func (co *consumer) reconcile() {
 	if err == nil {
 		co.tellNames(reached)
 	}
+	co.plannedOnce.Do(func() { close(co.planned) })
 }
 
 // lookup answers a host name CMD looks up (lazy): a name of the run gets
 // its address and listeners now, if it has none yet, and the address is
-// returned once they are open.
+// returned once they are open. A lookup made before the first plan is
+// done waits for it (planning only: the catalogs are in, or were waited
+// for, before CMD starts).
 func (co *consumer) lookup(host string) (netip.Addr, bool) {
+	select {
+	case <-co.planned:
+	case <-co.stop:
+		return netip.Addr{}, false
+	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	k, ok := co.plan.Owner[host]
