@@ -31,12 +31,14 @@ import (
 // resolver lets the run answer names as CMD looks them up (on Linux, the
 // run's own DNS responder), a name gets its address and listeners only
 // then: a run's cost follows the names its programs use, and CMD starts
-// while the catalogs' host names are planned, a lookup waiting for that
-// plan. Elsewhere every name gets them at start.
+// at once, the catalogs awaited and planned beside it, a lookup waiting
+// for that plan (namesWait at most, as CMD would have waited to start).
+// Elsewhere every name gets them at start.
 
 const (
 	// namesWait bounds the wait for the agents' first catalogs before CMD
-	// starts; names that come later are added as they come.
+	// starts, or (lazy) before a lookup is answered; names that come later
+	// are added as they come.
 	namesWait = 5 * time.Second
 	// maxListeners bounds the ports one run listens on.
 	maxListeners = 4096
@@ -73,7 +75,7 @@ type consumer struct {
 	eager  string
 	looked map[localnames.Key]bool // lazy: the names CMD looked up
 	// planned is closed once the first reconcile is done: a lookup
-	// waits for it.
+	// waits for it (or for stop).
 	planned     chan struct{}
 	plannedOnce sync.Once
 
@@ -103,7 +105,8 @@ type closer interface{ close() }
 var newResolver = localnames.NewResolver
 
 // consume sets up the names of every session of the run, waiting a moment
-// for the agents' first catalogs, and keeps them current until close.
+// for the agents' first catalogs (lazy: beside CMD, see lookup), and keeps
+// them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
 // without them. allAtStart gives every name its address and listeners at
 // start even where the resolver could answer them as CMD looks them up:
@@ -147,38 +150,56 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 	if res.Shared() {
 		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
 	}
-	co.awaitCatalogs()
-	if co.lazy {
-		// The first plan is made beside CMD's start: indexing the host
-		// names of a large namespace is no longer on the way to CMD.
-		co.kick <- struct{}{}
-	} else {
+	if !co.lazy {
+		co.awaitCatalogs()
 		co.reconcile()
+		co.keepCurrent()
+		return co
 	}
+	// Receiving and planning a large namespace's catalog is not on the
+	// way to CMD: a lookup waits for it instead.
+	co.done.Add(1)
+	go func() {
+		defer co.done.Done()
+		if co.awaitCatalogs() {
+			co.reconcile()
+			co.keepCurrent()
+		}
+	}()
+	return co
+}
+
+// keepCurrent reconciles at every change of a catalog until close.
+func (co *consumer) keepCurrent() {
 	for _, p := range co.profiles {
 		co.done.Add(1)
 		go co.follow(p.session)
 	}
 	co.done.Add(1)
 	go co.loop()
-	return co
 }
 
 // awaitCatalogs waits, up to namesWait in all, for every session's first
-// catalog.
-func (co *consumer) awaitCatalogs() {
+// catalog; false if the run closed meanwhile.
+func (co *consumer) awaitCatalogs() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), namesWait)
 	defer cancel()
 	for _, p := range co.profiles {
-		if !awaitCatalog(ctx, p.session) {
+		if !co.awaitCatalog(ctx, p.session) {
+			select {
+			case <-co.stop:
+				return false
+			default:
+			}
 			co.say(co.prefix(p.name) + "the agent has not told the cluster's names yet; they are added when it does")
 		}
 	}
+	return true
 }
 
-// awaitCatalog waits for s's first catalog until ctx ends; false if none
-// came.
-func awaitCatalog(ctx context.Context, s *tunnel.Session) bool {
+// awaitCatalog waits for s's first catalog until ctx ends or the run
+// closes; false if none came.
+func (co *consumer) awaitCatalog(ctx context.Context, s *tunnel.Session) bool {
 	for {
 		_, known, changed := s.Catalog()
 		if known {
@@ -189,6 +210,8 @@ func awaitCatalog(ctx context.Context, s *tunnel.Session) bool {
 		case <-s.Done():
 			return false
 		case <-ctx.Done():
+			return false
+		case <-co.stop:
 			return false
 		}
 	}
@@ -273,9 +296,10 @@ func (co *consumer) reconcile() {
 
 // lookup answers a host name CMD looks up (lazy): a name of the run gets
 // its address and listeners now, if it has none yet, and the address is
-// returned once they are open. A lookup made before the first plan is
-// done waits for it (planning only: the catalogs are in, or were waited
-// for, before CMD starts).
+// returned once they are open. A lookup made before the first plan waits
+// for it: for the agents' first catalogs, namesWait at most from the run's
+// start, then for their planning; the answer is then the one CMD would
+// have had had it started after them.
 func (co *consumer) lookup(host string) (netip.Addr, bool) {
 	select {
 	case <-co.planned:
