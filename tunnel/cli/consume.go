@@ -79,9 +79,10 @@ type consumer struct {
 	planned     chan struct{}
 	plannedOnce sync.Once
 
-	kick chan struct{}
-	stop chan struct{}
-	done sync.WaitGroup
+	kick    chan struct{}
+	stop    chan struct{}
+	halting sync.Once
+	done    sync.WaitGroup
 }
 
 // consumedProfile is one profile of the run and its session.
@@ -254,6 +255,13 @@ func (co *consumer) start(cmd *exec.Cmd) error {
 	return co.res.Start(cmd)
 }
 
+// halt stops following the catalogs once CMD has ended: a catalog that
+// comes while the run says goodbye is not planned (lazy), and lookups
+// still asked are not answered. Listeners stay open until close.
+func (co *consumer) halt() {
+	co.halting.Do(func() { close(co.stop) })
+}
+
 // close stops following the catalogs, closes every listener and removes
 // what the resolver added. Connections being carried go on until plug
 // exits.
@@ -261,7 +269,7 @@ func (co *consumer) close() {
 	if co.res == nil {
 		return
 	}
-	close(co.stop)
+	co.halt()
 	co.done.Wait()
 	// The resolver first: its responder waits for the lookups it is
 	// answering, which take co.mu.
