@@ -29,6 +29,7 @@ type clientConn struct {
 	readerDone chan struct{}
 	bye        chan struct{} // closed when the agent acknowledged the goodbye
 	byeOnce    sync.Once
+	leaving    atomic.Bool   // the run said goodbye: catalogs still coming are not read
 	ended      *endedMsg     // the agent ended the run; read after gone
 	moved      chan struct{} // closed when the run moved to another connection (Session.move)
 	carrying   atomic.Int32  // the callers being carried on this connection
@@ -334,6 +335,9 @@ func (cc *clientConn) handleControl(typ string, frame []byte) error {
 	case typeVolumeReady:
 		return handleMsg(frame, decodeMsg[volumeReadyMsg], cc.volumeReady)
 	case typeCatalog:
+		if cc.leaving.Load() {
+			return nil // what the cluster holds no longer matters to the run
+		}
 		return handleMsg(frame, decodeMsg[catalogMsg], cc.takeCatalog)
 	}
 	return nil
@@ -487,8 +491,9 @@ func (cc *clientConn) dial(ctx context.Context, chanType, host string, port int,
 }
 
 // sayGoodbye tells the agent the run ends and waits until it has given the
-// names back.
+// names back; the catalog messages read meanwhile are dropped undecoded.
 func (cc *clientConn) sayGoodbye() {
+	cc.leaving.Store(true)
 	if cc.control.send(goodbyeMsg{}) != nil {
 		return
 	}

@@ -30,12 +30,15 @@ import (
 // agent's catalog keeps it all current while the run lasts. Where the
 // resolver lets the run answer names as CMD looks them up (on Linux, the
 // run's own DNS responder), a name gets its address and listeners only
-// then: a run's cost follows the names its programs use. Elsewhere every
-// name gets them at start.
+// then: a run's cost follows the names its programs use, and CMD starts
+// at once, the catalogs awaited and planned beside it, a lookup waiting
+// for that plan (namesWait at most, as CMD would have waited to start).
+// Elsewhere every name gets them at start.
 
 const (
 	// namesWait bounds the wait for the agents' first catalogs before CMD
-	// starts; names that come later are added as they come.
+	// starts, or (lazy) before a lookup is answered; names that come later
+	// are added as they come.
 	namesWait = 5 * time.Second
 	// maxListeners bounds the ports one run listens on.
 	maxListeners = 4096
@@ -71,10 +74,15 @@ type consumer struct {
 	lazy   bool
 	eager  string
 	looked map[localnames.Key]bool // lazy: the names CMD looked up
+	// planned is closed once the first reconcile is done: a lookup
+	// waits for it (or for stop).
+	planned     chan struct{}
+	plannedOnce sync.Once
 
-	kick chan struct{}
-	stop chan struct{}
-	done sync.WaitGroup
+	kick    chan struct{}
+	stop    chan struct{}
+	halting sync.Once
+	done    sync.WaitGroup
 }
 
 // consumedProfile is one profile of the run and its session.
@@ -98,7 +106,8 @@ type closer interface{ close() }
 var newResolver = localnames.NewResolver
 
 // consume sets up the names of every session of the run, waiting a moment
-// for the agents' first catalogs, and keeps them current until close.
+// for the agents' first catalogs (lazy: beside CMD, see lookup), and keeps
+// them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
 // without them. allAtStart gives every name its address and listeners at
 // start even where the resolver could answer them as CMD looks them up:
@@ -114,6 +123,7 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 		told:      map[string]bool{},
 		known:     map[localnames.Key]bool{},
 		looked:    map[localnames.Key]bool{},
+		planned:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
@@ -141,32 +151,56 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 	if res.Shared() {
 		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
 	}
-	co.awaitCatalogs()
-	co.reconcile()
+	if !co.lazy {
+		co.awaitCatalogs()
+		co.reconcile()
+		co.keepCurrent()
+		return co
+	}
+	// Receiving and planning a large namespace's catalog is not on the
+	// way to CMD: a lookup waits for it instead.
+	co.done.Add(1)
+	go func() {
+		defer co.done.Done()
+		if co.awaitCatalogs() {
+			co.reconcile()
+			co.keepCurrent()
+		}
+	}()
+	return co
+}
+
+// keepCurrent reconciles at every change of a catalog until close.
+func (co *consumer) keepCurrent() {
 	for _, p := range co.profiles {
 		co.done.Add(1)
 		go co.follow(p.session)
 	}
 	co.done.Add(1)
 	go co.loop()
-	return co
 }
 
 // awaitCatalogs waits, up to namesWait in all, for every session's first
-// catalog.
-func (co *consumer) awaitCatalogs() {
+// catalog; false if the run closed meanwhile.
+func (co *consumer) awaitCatalogs() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), namesWait)
 	defer cancel()
 	for _, p := range co.profiles {
-		if !awaitCatalog(ctx, p.session) {
+		if !co.awaitCatalog(ctx, p.session) {
+			select {
+			case <-co.stop:
+				return false
+			default:
+			}
 			co.say(co.prefix(p.name) + "the agent has not told the cluster's names yet; they are added when it does")
 		}
 	}
+	return true
 }
 
-// awaitCatalog waits for s's first catalog until ctx ends; false if none
-// came.
-func awaitCatalog(ctx context.Context, s *tunnel.Session) bool {
+// awaitCatalog waits for s's first catalog until ctx ends or the run
+// closes; false if none came.
+func (co *consumer) awaitCatalog(ctx context.Context, s *tunnel.Session) bool {
 	for {
 		_, known, changed := s.Catalog()
 		if known {
@@ -177,6 +211,8 @@ func awaitCatalog(ctx context.Context, s *tunnel.Session) bool {
 		case <-s.Done():
 			return false
 		case <-ctx.Done():
+			return false
+		case <-co.stop:
 			return false
 		}
 	}
@@ -219,6 +255,13 @@ func (co *consumer) start(cmd *exec.Cmd) error {
 	return co.res.Start(cmd)
 }
 
+// halt stops following the catalogs once CMD has ended: a catalog that
+// comes while the run says goodbye is not planned (lazy), and lookups
+// still asked are not answered. Listeners stay open until close.
+func (co *consumer) halt() {
+	co.halting.Do(func() { close(co.stop) })
+}
+
 // close stops following the catalogs, closes every listener and removes
 // what the resolver added. Connections being carried go on until plug
 // exits.
@@ -226,7 +269,7 @@ func (co *consumer) close() {
 	if co.res == nil {
 		return
 	}
-	close(co.stop)
+	co.halt()
 	co.done.Wait()
 	// The resolver first: its responder waits for the lookups it is
 	// answering, which take co.mu.
@@ -256,12 +299,21 @@ func (co *consumer) reconcile() {
 	if err == nil {
 		co.tellNames(reached)
 	}
+	co.plannedOnce.Do(func() { close(co.planned) })
 }
 
 // lookup answers a host name CMD looks up (lazy): a name of the run gets
 // its address and listeners now, if it has none yet, and the address is
-// returned once they are open.
+// returned once they are open. A lookup made before the first plan waits
+// for it: for the agents' first catalogs, namesWait at most from the run's
+// start, then for their planning; the answer is then the one CMD would
+// have had had it started after them.
 func (co *consumer) lookup(host string) (netip.Addr, bool) {
+	select {
+	case <-co.planned:
+	case <-co.stop:
+		return netip.Addr{}, false
+	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	k, ok := co.plan.Owner[host]

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"plug/tunnel"
 	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
@@ -77,6 +80,55 @@ curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
 	}
 	if !strings.Contains(stderr, "new in the cluster: api") {
 		t.Errorf("plug did not say api came:\n%s", stderr)
+	}
+}
+
+// held is a platform whose names come only once release is closed: an
+// agent slow to tell its catalog (a large namespace's).
+type held struct {
+	*tunneltest.Platform
+	release chan struct{}
+}
+
+func (h held) WatchNames(ctx context.Context, update func([]tunnel.ClusterName)) error {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.Platform.WatchNames(ctx, update)
+}
+
+// TestLookupBeforeTheCatalogResolves: a run that answers its command's
+// DNS starts the command before the agent has told its names, and a name
+// the command looks up at once resolves when they come.
+func TestLookupBeforeTheCatalogResolves(t *testing.T) {
+	if os.Geteuid() != 0 {
+		clustertest.Unavailable(t, "a run answers DNS on port 53, which needs root or plug setup: run the tests as root")
+	}
+	store := useHome(t)
+	p := held{tunneltest.NewPlatform(), make(chan struct{})}
+	p.SetNames(k8sName("web", "shop", 18080))
+	startAgentFor(t, store, "shop", p)
+	dir := t.TempDir()
+	done := make(chan string, 1)
+	go func() {
+		_, _, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", "cd "+dir+" && touch started && getent hosts web.shop > answer; touch looked")
+		done <- stderr
+	}()
+	waitFile(t, filepath.Join(dir, "started"), clustertest.Settle)
+	if _, err := os.Stat(filepath.Join(dir, "looked")); err == nil {
+		t.Fatal("the command's lookup was answered before the agent told its names")
+	}
+	close(p.release)
+	waitFile(t, filepath.Join(dir, "looked"), clustertest.Settle)
+	stderr := <-done
+	b, _ := os.ReadFile(filepath.Join(dir, "answer"))
+	if f := strings.Fields(string(b)); len(f) < 2 || !strings.HasPrefix(f[0], "127.") || !slices.Contains(f[1:], "web.shop") {
+		t.Fatalf("web.shop looked up at start resolved as %q\nplug:\n%s", b, stderr)
+	}
+	if !strings.Contains(stderr, "the command reaches 1 cluster name(s) by name: web") {
+		t.Errorf("plug did not say which names the command reaches:\n%s", stderr)
 	}
 }
 

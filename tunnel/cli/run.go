@@ -68,6 +68,7 @@ func (c *cli) execute(p *plan) error {
 		argv, resolve, stop = d.argv(names.hosts(), stdin), nil, d.stop
 	}
 	code, forced := c.supervise(p, argv, runs, sigs, resolve, environ, stop)
+	names.halt() // a catalog still coming is no longer planned
 	if !forced {
 		c.goodbye(runs, sigs)
 	} else {
