@@ -119,7 +119,8 @@ type Platform struct {
 	// would undo between its write and its hold.
 	booting sync.RWMutex
 
-	eventFailed atomic.Bool // writing an Event failed once: said once in the log
+	eventFailed     atomic.Bool // writing an Event failed once: said once in the log
+	mirrorForbidden atomic.Bool // patching Endpoints was forbidden once (keepFromMirror)
 
 	// moving is held while MoveHolder hands a name to another run, and by
 	// the guard before it takes a receipt naming another run for a loss.

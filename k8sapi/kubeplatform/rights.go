@@ -42,6 +42,8 @@ var rules = []rule{
 		"-s: remove the legacy Endpoints of a taken-over Service, or kube-proxy splits its traffic", true},
 	{"", "pods", "", []string{"get", "list"},
 		"-s: find the deployed pods answering the ports a run does not serve; sweep: is a holder's agent pod still there", true},
+	{"", "endpoints", "", []string{"patch"},
+		"-s: keep the mirroring controller from copying a taken-over Service's legacy Endpoints into a slice, which kube-proxy would split its traffic with for about a second", false},
 	{"discovery.k8s.io", "endpointslices", "", []string{"watch"},
 		"-s: remove a controller's stale slice at once rather than within the heartbeat period", false},
 	{"", "pods", "", []string{"watch"},

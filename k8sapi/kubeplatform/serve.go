@@ -133,11 +133,19 @@ func (p *Platform) takeOver(ctx context.Context, svc *k8sapi.Service, b tunnel.B
 		setSelector(nil),
 		setAnnotations(svc, map[string]string{AnnotationReceipt: r.encode(), AnnotationHeartbeat: heartbeatNow()}),
 	}
+	labelled := p.keepFromMirror(ctx, svc.Metadata.Name)
 	parked, err := p.c.Services(p.ns).JSONPatch(ctx, svc.Metadata.Name, ops)
-	if err != nil {
-		return tunnel.Served{}, fmt.Errorf("taking over the Service %s: %w", b.Name, err)
+	if err == nil {
+		err = p.settleOrUndo(ctx, parked, r, b)
+	} else {
+		err = fmt.Errorf("taking over the Service %s: %w", b.Name, err)
 	}
-	if err := p.settleOrUndo(ctx, parked, r, b); err != nil {
+	if err != nil {
+		if labelled {
+			undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			p.letMirror(undoCtx, svc.Metadata.Name)
+			cancel()
+		}
 		return tunnel.Served{}, err
 	}
 	p.warnManaged(svc, b)

@@ -393,7 +393,7 @@ func (p *Platform) dropForeignSlices(ctx context.Context, name string) (int, err
 
 // deleteLegacyEndpoints deletes the v1 Endpoints of Service name, if any.
 func (p *Platform) deleteLegacyEndpoints(ctx context.Context, name string) error {
-	if err := k8sapi.Resources[k8sapi.Endpoints](p.c, k8sapi.KindEndpoints, p.ns).Delete(ctx, name, nil); err != nil && !k8sapi.IsNotFound(err) {
+	if err := p.endpoints().Delete(ctx, name, nil); err != nil && !k8sapi.IsNotFound(err) {
 		return fmt.Errorf("deleting the legacy Endpoints of %s: %w", name, err)
 	}
 	return nil

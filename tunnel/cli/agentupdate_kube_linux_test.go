@@ -182,7 +182,7 @@ func versionLine(doctor string) string {
 // rollout waits for it: plug names the rule with its patch meanwhile, and
 // once the admin runs it, the new agent serves and the rollout ends.
 func TestUpdateAgentNamesARequiredRuleWhileTheRolloutWaits(t *testing.T) {
-	const endpointsRule = "  - apiGroups: [\"\"]\n    resources: [endpoints]\n    verbs: [delete]\n"
+	const endpointsRule = "  - apiGroups: [\"\"]\n    resources: [endpoints]\n    verbs: [delete, patch]\n"
 	k, image, next, _, fp := updateKube(t, endpointsRule)
 	old := strings.TrimSpace(k.Kubectl(t, "get", "pods", "-l", "app.kubernetes.io/name=plug", "-o", "jsonpath={.items[0].metadata.name}"))
 	k.Kubectl(t, "exec", "deploy/plug", "--", "/plug", "agent", "members", "admin", fp)
