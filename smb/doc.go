@@ -78,6 +78,11 @@
 //     maxFSWatches (8192); beyond them changes made on disk are not told
 //   - pending CHANGE_NOTIFY and blocking LOCK requests per connection:
 //     maxPending (256)
+//   - changes the server made, kept for watches whose first CHANGE_NOTIFY
+//     arrived before them but is handled after (see watches.catchUp),
+//     server-wide: the latest maxRecentChanges (256), each a path of
+//     maxPath (4 KiB) at most; a watch that would need one dropped
+//     starts with the client told to list the directory again
 //   - durable and resilient opens kept for clients that went away,
 //     server-wide: maxParked (4096), each for its timeout (durable: 60 s,
 //     or what a v2 client asks up to 300 s; resilient: what the client
