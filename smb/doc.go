@@ -42,7 +42,9 @@
 // oplock or a handle-caching lease is durable when its client asks (v1 and
 // v2 durable handles) and any open resilient when it asks, so it outlives
 // a lost connection for its timeout (see durable.go). Directory leases,
-// persistent handles and multichannel are not offered.
+// persistent handles and multichannel are not offered. No quotas are
+// kept; NTFS's quota file, which Windows and Samba open on every share,
+// opens for reading only (see quota.go).
 //
 // # Limits
 //

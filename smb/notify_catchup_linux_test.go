@@ -16,10 +16,7 @@ import (
 // connection busy meanwhile); a change made, and answered, before the
 // request was sent is not told.
 func TestNotifyCatchUp(t *testing.T) {
-	s, err := New(Config{Share: "share", Dir: t.TempDir(), User: "user", Password: "password"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := rawServer(t)
 	watcher, other := dialRaw(t, s), dialRaw(t, s)
 	dir := watcher.create("watched", fileOpenIf, optDirectory)
 	other.create(`watched\before.txt`, fileCreate, optNonDirectory)

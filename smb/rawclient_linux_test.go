@@ -31,6 +31,16 @@ type rawResponse struct {
 	body   []byte
 }
 
+// rawServer is a server of a fresh directory for rawClients.
+func rawServer(t *testing.T) *Server {
+	t.Helper()
+	s, err := New(Config{Share: "share", Dir: t.TempDir(), User: "user", Password: "password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // dialRaw connects a rawClient to s, served until the test ends.
 func dialRaw(t *testing.T, s *Server) *rawClient {
 	t.Helper()
@@ -103,13 +113,25 @@ func (rc *rawClient) reply(mid uint64) (uint32, []byte) {
 // FileId.
 func (rc *rawClient) create(name string, disp, opts uint32) [16]byte {
 	rc.t.Helper()
+	st, body := rc.open(name, fileAllAccess, disp, opts)
+	if st != wire.StatusSuccess || len(body) < 80 {
+		rc.t.Fatalf("create %s: status %#x", name, st)
+	}
+	return [16]byte(body[64:80])
+}
+
+// open sends a CREATE of name for access, sharing all, with the
+// disposition disp and the create options opts, and returns the status
+// and body of its response.
+func (rc *rawClient) open(name string, access, disp, opts uint32) (uint32, []byte) {
+	rc.t.Helper()
 	le := binary.LittleEndian
 	u := wire.AppendUTF16(nil, name)
 	b := le.AppendUint16(nil, 57)
 	b = append(b, 0, 0)       // security flags, oplock
 	b = le.AppendUint32(b, 2) // impersonation
 	b = append(b, make([]byte, 16)...)
-	b = le.AppendUint32(b, fileAllAccess)
+	b = le.AppendUint32(b, access)
 	b = le.AppendUint32(b, 0)
 	b = le.AppendUint32(b, shareRead|shareWrite|shareDelete)
 	b = le.AppendUint32(b, disp)
@@ -118,9 +140,5 @@ func (rc *rawClient) create(name string, disp, opts uint32) [16]byte {
 	b = le.AppendUint16(b, uint16(len(u)))
 	b = le.AppendUint64(b, 0) // no create contexts
 	b = append(b, u...)
-	st, body := rc.reply(rc.send(wire.Create, b))
-	if st != wire.StatusSuccess || len(body) < 80 {
-		rc.t.Fatalf("create %s: status %#x", name, st)
-	}
-	return [16]byte(body[64:80])
+	return rc.reply(rc.send(wire.Create, b))
 }
