@@ -44,7 +44,8 @@
 // a lost connection for its timeout (see durable.go). Directory leases,
 // persistent handles and multichannel are not offered. No quotas are
 // kept; NTFS's quota file, which Windows and Samba open on every share,
-// opens for reading only (see quota.go).
+// opens for reading only (see quota.go). No snapshots are kept either: a
+// client asking for a file's previous versions is told there are none.
 //
 // # Limits
 //
