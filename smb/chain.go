@@ -38,7 +38,7 @@ type outMsg struct {
 // as a compound of their own (MS-SMB2 3.3.4.1.3 lets a server compound
 // responses or not). However long the chain, it holds one large buffer of
 // responses at most.
-func (c *conn) chain(frame []byte, enc *session) error {
+func (c *conn) chain(frame []byte, enc *session, arrived int64) error {
 	out := c.srv.getBuf(smallBuf)[:headroom]
 	defer func() { c.srv.putBuf(out) }()
 	var msgs []outMsg
@@ -77,7 +77,7 @@ func (c *conn) chain(frame []byte, enc *session) error {
 		if err := c.makeRoom(&out, &msgs, responseBound(h.Command, msg[wire.HeaderSize:]), enc); err != nil {
 			return err
 		}
-		r := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], encrypted: enc != nil, chain: &st}
+		r := &request{c: c, h: h, msg: msg, body: msg[wire.HeaderSize:], encrypted: enc != nil, arrived: arrived, chain: &st}
 		st.prevFile, st.file = st.file, nil
 		st.last = h.NextCommand == 0
 		st.compound = st.compound || !st.last

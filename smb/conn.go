@@ -26,8 +26,9 @@ const headroom = wire.FrameHeaderSize + wire.TransformSize
 type conn struct {
 	srv *Server
 	nc  net.Conn
-	br  *bufio.Reader
-	wmu sync.Mutex // one response at a time on the wire
+	ar  *arrivalReader // nc, noting when what it reads arrived
+	br  *bufio.Reader  // ar
+	wmu sync.Mutex     // one response at a time on the wire
 
 	// Set by NEGOTIATE, read-only afterwards.
 	negotiated     bool
@@ -62,10 +63,12 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	ar := newArrivalReader(nc)
 	c := &conn{
 		srv:      s,
 		nc:       nc,
-		br:       bufio.NewReaderSize(nc, 64<<10),
+		ar:       ar,
+		br:       bufio.NewReaderSize(ar, 64<<10),
 		ioSlots:  make(chan struct{}, maxIO),
 		sessions: map[uint64]*session{},
 		opens:    map[uint64]*open{},
@@ -98,7 +101,7 @@ func (c *conn) serve() {
 			c.srv.putBuf(buf)
 			return
 		}
-		if err := c.frame(buf); err != nil {
+		if err := c.frame(buf, c.ar.last); err != nil {
 			var ec *errClose
 			if errors.As(err, &ec) {
 				c.srv.logf("smb: connection from %s closed: %s", c.nc.RemoteAddr(), ec.why)
@@ -127,9 +130,10 @@ func (c *conn) shutdown() {
 	}
 }
 
-// frame handles one transport frame: a message, a compound chain, or an
-// encrypted one of either. It owns buf and gives it back.
-func (c *conn) frame(buf []byte) error {
+// frame handles one transport frame, which arrived at arrived (Unix
+// nanoseconds): a message, a compound chain, or an encrypted one of
+// either. It owns buf and gives it back.
+func (c *conn) frame(buf []byte, arrived int64) error {
 	if len(buf) < 4 {
 		c.srv.putBuf(buf)
 		return closeConn("a message of %d bytes", len(buf))
@@ -172,7 +176,7 @@ func (c *conn) frame(buf []byte) error {
 		return c.ioRequest(h, msg, buf, enc)
 	}
 	defer c.srv.putBuf(buf)
-	return c.chain(msg, enc)
+	return c.chain(msg, enc, arrived)
 }
 
 // request is one message being answered.
@@ -185,6 +189,9 @@ type request struct {
 	tree *tree
 	// encrypted: the message came encrypted, so its answer goes so too.
 	encrypted bool
+	// arrived is when the message had arrived whole, in Unix nanoseconds
+	// (see arrivalReader).
+	arrived int64
 	// out is the response being built: its header is at hdr, the handler
 	// appends the body.
 	out []byte

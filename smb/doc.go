@@ -42,7 +42,10 @@
 // oplock or a handle-caching lease is durable when its client asks (v1 and
 // v2 durable handles) and any open resilient when it asks, so it outlives
 // a lost connection for its timeout (see durable.go). Directory leases,
-// persistent handles and multichannel are not offered.
+// persistent handles and multichannel are not offered. No quotas are
+// kept; NTFS's quota file, which Windows and Samba open on every share,
+// opens for reading only (see quota.go). No snapshots are kept either: a
+// client asking for a file's previous versions is told there are none.
 //
 // # Limits
 //
@@ -78,6 +81,11 @@
 //     maxFSWatches (8192); beyond them changes made on disk are not told
 //   - pending CHANGE_NOTIFY and blocking LOCK requests per connection:
 //     maxPending (256)
+//   - changes the server made, kept for watches whose first CHANGE_NOTIFY
+//     arrived before them but is handled after (see watches.catchUp),
+//     server-wide: the latest maxRecentChanges (256), each a path of
+//     maxPath (4 KiB) at most; a watch that would need one dropped
+//     starts with the client told to list the directory again
 //   - durable and resilient opens kept for clients that went away,
 //     server-wide: maxParked (4096), each for its timeout (durable: 60 s,
 //     or what a v2 client asks up to 300 s; resilient: what the client

@@ -115,12 +115,17 @@ func FuzzConn(f *testing.F) {
 func FuzzRequests(f *testing.F) {
 	s := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		serveStream(t, s, stream, func(c *conn) {
-			c.negotiated, c.dialect, c.signAlg = true, wire.Dialect311, sign.AESCMAC
-			c.credits.size = maxCredits
-			ss := &session{conn: c, id: 1, state: sessionValid, trees: map[uint32]*tree{}}
-			ss.trees[1] = &tree{id: 1, sess: ss}
-			c.sessions[1] = ss
-		})
+		serveStream(t, s, stream, loggedOn)
 	})
+}
+
+// loggedOn gives the connection c, before it serves, what NEGOTIATE
+// (3.1.1), a logon (session 1, unsigned) and a tree connect to the share
+// (tree 1) would, and the whole credit window.
+func loggedOn(c *conn) {
+	c.negotiated, c.dialect, c.signAlg = true, wire.Dialect311, sign.AESCMAC
+	c.credits.size = maxCredits
+	ss := &session{conn: c, id: 1, state: sessionValid, trees: map[uint32]*tree{}}
+	ss.trees[1] = &tree{id: 1, sess: ss}
+	c.sessions[1] = ss
 }

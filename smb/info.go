@@ -75,6 +75,9 @@ func (c *conn) queryInfo(r *request) uint32 {
 	if o.stream != "" {
 		c.streamStat(o, &st)
 	}
+	if o.quota {
+		st = quotaStat(&st)
+	}
 	var out []byte
 	var fixed int
 	switch typ {

@@ -204,7 +204,7 @@ func (s *Server) fsRead(f *os.File) {
 			if e.isDir && (e.action == notifyAdded || e.action == notifyRenamedNew) {
 				s.watchNewDir(e.path)
 			}
-			s.tell(e.path, e.action, e.isDir, 0)
+			s.tell(e.path, e.action, e.isDir, 0, false)
 		}
 	}
 }

@@ -71,7 +71,7 @@ func (c *conn) readFile(r *request, o *open) uint32 {
 	if length > c.maxSize() || !c.chargeOK(r, length) || off > math.MaxInt64 || off+uint64(length) > math.MaxInt64 {
 		return wire.StatusInvalidParameter
 	}
-	if o.isDir {
+	if o.isDir || o.quota {
 		return wire.StatusInvalidDeviceRequest
 	}
 	if o.access&(accReadData|accExecute) == 0 {

@@ -20,6 +20,7 @@ const (
 	fsctlValidateNegotiate    = 0x00140204
 	fsctlQueryNetworkIfInfo   = 0x001401FC
 	fsctlRequestResumeKey     = 0x00140078
+	fsctlEnumerateSnapshots   = 0x00144064
 	fsctlCopyChunk            = 0x001440F2
 	fsctlCopyChunkWrite       = 0x001480F2
 	fsctlSetSparse            = 0x000900C4
@@ -104,6 +105,16 @@ func (c *conn) fileIoctl(o *open, code uint32, in []byte, maxOut uint32) (uint32
 		out := le.AppendUint64(nil, o.id)
 		out = append(out, resumeKeySalt[:]...)
 		return wire.StatusSuccess, append(out, 0, 0, 0, 0, 0, 0, 0, 0)
+	case fsctlEnumerateSnapshots:
+		// No snapshots are kept (an open of one finds none): the list of
+		// previous versions is empty, and its size that of the empty
+		// list's terminating null (MS-SMB2 3.3.5.15.1).
+		if maxOut < 16 {
+			return wire.StatusInvalidParameter, nil
+		}
+		out := le.AppendUint64(nil, 0) // versions, versions returned
+		out = le.AppendUint32(out, 2)
+		return wire.StatusSuccess, append(out, 0, 0)
 	case fsctlCopyChunk, fsctlCopyChunkWrite:
 		if maxOut < 12 {
 			return wire.StatusInvalidParameter, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"plug/smb/internal/wire"
 )
@@ -34,6 +35,9 @@ const (
 	// maxNotifyEvents caps the changes a watch keeps between requests;
 	// past it the client is told to enumerate the directory again.
 	maxNotifyEvents = 1024
+	// maxRecentChanges caps the changes the server made that it keeps
+	// for watches whose first request came before them (see catchUp).
+	maxRecentChanges = 256
 )
 
 // notifyWatch is the change notification state of a directory open:
@@ -71,6 +75,54 @@ type notifyWait struct {
 type watches struct {
 	mu  sync.Mutex
 	all map[*notifyWatch]struct{}
+	// recent holds the latest changes the server made, a ring of
+	// maxRecentChanges whose oldest is at recent[next] once it is full;
+	// lost is when the newest change it dropped was told.
+	recent []change
+	next   int
+	lost   int64
+}
+
+// change is a change told to the watches that see it.
+type change struct {
+	path   string
+	action uint32
+	// filter is what changed (filterFileName, ...), with notNamed.
+	filter uint32
+	at     int64 // when it was told, in Unix nanoseconds
+}
+
+// keep adds ch to the recent changes, dropping the oldest when they are
+// maxRecentChanges.
+func (w *watches) keep(ch change) {
+	if len(w.recent) < maxRecentChanges {
+		w.recent = append(w.recent, ch)
+		return
+	}
+	w.lost = w.recent[w.next].at
+	w.recent[w.next] = ch
+	w.next = (w.next + 1) % maxRecentChanges
+}
+
+// catchUp gives the new watch nw the changes the server made after nw's
+// first request arrived (at arrived, Unix nanoseconds) and before it was
+// handled: each connection is read and served on its own, so a change a
+// client asked for on another connection after it sent the request may
+// be made first, and is then told as Windows, handling requests as they
+// come, would tell it. A change made before the request arrived is not
+// told: its client could have seen it done before sending the request.
+// When some of those changes are no longer kept, nw starts overflowed
+// (the client is told to list the directory again).
+func (w *watches) catchUp(nw *notifyWatch, arrived int64) {
+	if w.lost > arrived {
+		nw.overflow = true
+		return
+	}
+	for i := range w.recent {
+		if ch := w.recent[(w.next+i)%len(w.recent)]; ch.at > arrived {
+			nw.add(ch)
+		}
+	}
 }
 
 // changeNotify answers CHANGE_NOTIFY: at once when changes are waiting,
@@ -108,6 +160,7 @@ func (c *conn) changeNotify(r *request) uint32 {
 			w.all = map[*notifyWatch]struct{}{}
 		}
 		w.all[nw] = struct{}{}
+		w.catchUp(nw, r.arrived)
 		o.mu.Unlock()
 		w.mu.Unlock()
 		c.srv.fsWatchFor(nw)
@@ -280,12 +333,15 @@ func (s *Server) notifyFiltered(path string, action uint32, isDir bool, filter u
 	if action != notifyModified {
 		s.fsTold(path, action)
 	}
-	s.tell(path, action, isDir, filter)
+	s.tell(path, action, isDir, filter, true)
 }
 
 // tell tells the watches that see path of a change, made by the server
-// or on disk.
-func (s *Server) tell(path string, action uint32, isDir bool, filter uint32) {
+// (made) or on disk. The server's own changes are kept for watches whose
+// request came before them (see catchUp); those made on disk are not, as
+// they are told fsSettle after inotify reported them, later than they
+// were made.
+func (s *Server) tell(path string, action uint32, isDir bool, filter uint32, made bool) {
 	if filter == 0 {
 		filter = filterFileName
 		if isDir {
@@ -295,22 +351,17 @@ func (s *Server) tell(path string, action uint32, isDir bool, filter uint32) {
 			filter = filterSize | filterLastWrite
 		}
 	}
+	ch := change{path: path, action: action, filter: filter}
 	w := &s.watches
 	w.mu.Lock()
+	if made {
+		ch.at = time.Now().UnixNano()
+		w.keep(ch)
+	}
 	var ready []func()
 	for nw := range w.all {
-		rel, ok := relativeTo(nw.dir, path, nw.tree)
-		if !ok || nw.filter&filter&^notNamed == 0 || filter&notNamed != 0 && nw.filter&filterFileName != 0 {
+		if !nw.add(ch) {
 			continue
-		}
-		if n := len(nw.events); n > 0 && nw.events[n-1] == (notifyEvent{action, rel}) {
-			continue
-		}
-		if len(nw.events) >= maxNotifyEvents {
-			nw.overflow = true
-			nw.events = nil
-		} else if !nw.overflow {
-			nw.events = append(nw.events, notifyEvent{action, rel})
 		}
 		if len(nw.waiting) > 0 {
 			wait := nw.waiting[0]
@@ -323,6 +374,25 @@ func (s *Server) tell(path string, action uint32, isDir bool, filter uint32) {
 	for _, f := range ready {
 		f()
 	}
+}
+
+// add keeps the change ch for nw's next request, if nw sees it, and
+// reports whether it does.
+func (nw *notifyWatch) add(ch change) bool {
+	rel, ok := relativeTo(nw.dir, ch.path, nw.tree)
+	if !ok || nw.filter&ch.filter&^notNamed == 0 || ch.filter&notNamed != 0 && nw.filter&filterFileName != 0 {
+		return false
+	}
+	if n := len(nw.events); n > 0 && nw.events[n-1] == (notifyEvent{ch.action, rel}) {
+		return false
+	}
+	if len(nw.events) >= maxNotifyEvents {
+		nw.overflow = true
+		nw.events = nil
+	} else if !nw.overflow {
+		nw.events = append(nw.events, notifyEvent{ch.action, rel})
+	}
+	return true
 }
 
 // relativeTo is path relative to dir, '\'-separated, when a watch of dir

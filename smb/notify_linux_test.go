@@ -203,9 +203,11 @@ func TestDeleteWatchedDir(t *testing.T) {
 // the attribute change Windows tells for a renamed file, hangs in; and
 // those that check that a watch seeing names is not told that attribute
 // change too (rec), that the first request's buffer size holds for the
-// watch (valid-req), and that a path with ".." inside the share can be
-// watched (tree).
+// watch (valid-req), that a path with ".." inside the share can be
+// watched (tree), and that a first request is told of a change another
+// connection asks for right after it (basedir: it hung whenever the
+// server made the change first).
 func TestNotifyTorture(t *testing.T) {
 	startServer(t).mustPassTorture(t, "smb2.notify.mask-change", "smb2.notify.rmdir1", "smb2.notify.rmdir2", "smb2.notify.rmdir3", "smb2.notify.rmdir4",
-		"smb2.notify.rec", "smb2.notify.valid-req", "smb2.notify.tree")
+		"smb2.notify.rec", "smb2.notify.valid-req", "smb2.notify.tree", "smb2.notify.basedir")
 }

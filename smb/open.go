@@ -120,6 +120,7 @@ type open struct {
 	fd      int
 	isDir   bool
 	stream  string // a named stream's name, "" for the file's data
+	quota   bool   // an open of the NTFS quota file (quota.go)
 	access  uint32
 	share   uint32
 	options uint32
@@ -407,6 +408,15 @@ func (c *conn) create(r *request) uint32 {
 	if q.context(ctxDurableReconnect) != nil || q.context(ctxDurableReconnectV2) != nil {
 		return c.reconnect(r, &q)
 	}
+	c.mu.Lock()
+	n := len(c.opens)
+	c.mu.Unlock()
+	if n >= maxOpens {
+		return wire.StatusTooManyOpenedFiles
+	}
+	if isQuotaFile(q.name) {
+		return c.openQuotaFile(r, &q)
+	}
 	path, status := c.createPath(&q)
 	if status != wire.StatusSuccess {
 		return status
@@ -426,12 +436,6 @@ func (c *conn) create(r *request) uint32 {
 		if _, status := parseEAs(x.data); status != wire.StatusSuccess {
 			return status
 		}
-	}
-	c.mu.Lock()
-	n := len(c.opens)
-	c.mu.Unlock()
-	if n >= maxOpens {
-		return wire.StatusTooManyOpenedFiles
 	}
 	if q.Options&optDeleteOnClose != 0 && mapGeneric(q.Access)&accDelete == 0 && q.Access&accMaximumAllowed == 0 {
 		return wire.StatusInvalidParameter
@@ -825,6 +829,9 @@ func (c *conn) appendCreateResponse(r *request, q *createReq, o *open, st *fileS
 
 // maxOf is the most o's file allows, for the maximal access context.
 func maxOf(o *open) uint32 {
+	if o.quota {
+		return accGenericRead
+	}
 	st, err := fstat(o.fd)
 	if err != nil {
 		return 0

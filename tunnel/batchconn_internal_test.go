@@ -13,7 +13,7 @@ import (
 )
 
 func TestBatchConnDeliversEveryWriteInOrder(t *testing.T) {
-	client, server := tcpPair(t)
+	client, server := clustertest.TCPPair(t)
 	b := newBatchConn(client)
 	var want bytes.Buffer
 	got := make(chan []byte, 1)
@@ -137,7 +137,7 @@ func TestBatchConnHoldsAWriterAtBatchMax(t *testing.T) {
 }
 
 func TestBatchConnWriteFailsAfterThePeerIsGone(t *testing.T) {
-	client, server := tcpPair(t)
+	client, server := clustertest.TCPPair(t)
 	b := newBatchConn(client)
 	defer b.Close()
 	server.(*net.TCPConn).SetLinger(0)

@@ -9,40 +9,20 @@ import (
 	"plug/tunnel/clustertest"
 )
 
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	client, err = net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
-}
-
 // During a probe's window, the probe is recognised by its nonce and closed;
 // other callers are passed on with every byte they sent, as soon as it
 // differs from the nonce, or once the window is over when they send
 // nothing; outside a window callers pass untouched.
 func TestScreenTellsTheProbeFromCallers(t *testing.T) {
 	pp := &pathProof{}
-	if c, s := tcpPair(t); pp.screen(s) != s {
+	if c, s := clustertest.TCPPair(t); pp.screen(s) != s {
 		t.Fatal("outside a window, a caller was not passed on as it is")
 	} else {
 		c.Close()
 	}
 
 	w := pp.open()
-	probe, atListener := tcpPair(t)
+	probe, atListener := clustertest.TCPPair(t)
 	go probe.Write(w.nonce[:])
 	if pp.screen(atListener) != nil {
 		t.Fatal("the probe was passed on")
@@ -58,7 +38,7 @@ func TestScreenTellsTheProbeFromCallers(t *testing.T) {
 	}
 
 	// A caller whose first byte happens to be the nonce's, then differs.
-	caller, atListener := tcpPair(t)
+	caller, atListener := clustertest.TCPPair(t)
 	request := append([]byte{w.nonce[0]}, "GET / HTTP/1.1\r\n\r\n"...)
 	if request[1] == w.nonce[1] {
 		request[1]++
@@ -84,7 +64,7 @@ func TestScreenTellsTheProbeFromCallers(t *testing.T) {
 	// A caller that waits for the server to speak first is held until the
 	// window is over, and loses nothing.
 	w = pp.open()
-	quiet, atListener := tcpPair(t)
+	quiet, atListener := clustertest.TCPPair(t)
 	defer quiet.Close()
 	done := make(chan net.Conn, 1)
 	go func() { done <- pp.screen(atListener) }()

@@ -22,7 +22,7 @@ import (
 // application's.
 func appPair(t *testing.T) (local, app *net.TCPConn) {
 	t.Helper()
-	c, s := tcpPair(t)
+	c, s := clustertest.TCPPair(t)
 	return c.(*net.TCPConn), s.(*net.TCPConn)
 }
 

@@ -8,6 +8,7 @@
 //
 // Every test of the module, with a cluster or without, waits with
 // Eventually, Until and Consistently: for a condition, with a deadline.
+// TCPPair gives tests a loopback connection's two ends.
 package clustertest
 
 import (
