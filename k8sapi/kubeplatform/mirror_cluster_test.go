@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"plug/k8sapi"
+	"plug/tunnel/clustertest"
 	"plug/tunnel/tunneltest"
 )
 
@@ -28,6 +29,12 @@ func TestATakeoverLeavesNoMomentForAMirroredSlice(t *testing.T) {
 	k := needKube(t)
 	k.deployWeb(t, 2)
 	k.eventuallyAnswered(t, "http://web/", "deployed")
+	// What the mirroring controller would copy: the Endpoints the
+	// endpoints controller writes for the Service.
+	clustertest.Eventually(t, clustertest.Settle, "the endpoints controller to write web's Endpoints", func() error {
+		_, err := k8sapi.Resources[k8sapi.Endpoints](k.admin, k8sapi.KindEndpoints, k.Namespace).Get(bg, "web")
+		return err
+	})
 	p := k.platform(t, "", k.slowEndpointsDeletes(t, 2*time.Second), nil)
 	tunneltest.Maintain(t, p)
 	slices := k.admin.EndpointSlices(k.Namespace)
