@@ -14,6 +14,23 @@ import (
 // session reconnects, the last catalog stands.
 func (s *Session) Catalog() (Catalog, bool, <-chan struct{}) { return s.names.get() }
 
+// AskNames has the agent tell the session the catalog from now on, when
+// ClientConfig.NamesWhenAsked held it back (otherwise it comes anyway): on
+// the current connection at once, on the next ones from their hello. It
+// does not wait: Catalog shows the catalog once it has come.
+func (s *Session) AskNames() {
+	s.namesAsked.Store(true)
+	s.askNamesOn(s.current())
+}
+
+// askNamesOn asks for the catalog on cc, the session's connection now, if
+// AskNames was called and cc's agent waits to be asked.
+func (s *Session) askNamesOn(cc *clientConn) {
+	if cc != nil && s.namesAsked.Load() && cc.welcome.NamesWhenAsked {
+		cc.namesOnce.Do(func() { cc.control.send(namesMsg{}) })
+	}
+}
+
 // Carry joins c, a connection a local program opened, to address
 // ("name:port") in the cluster, through the agent, until both directions
 // end; then c is closed. When no way opens — the agent cannot reach
