@@ -31,14 +31,17 @@ import (
 // resolver lets the run answer names as CMD looks them up (on Linux, the
 // run's own DNS responder), a name gets its address and listeners only
 // then: a run's cost follows the names its programs use, and CMD starts
-// at once, the catalogs awaited and planned beside it, a lookup waiting
-// for that plan (namesWait at most, as CMD would have waited to start).
-// Elsewhere every name gets them at start.
+// at once. The agents' catalogs are asked for only at CMD's first lookup
+// (a command that looks nothing up costs nothing for them, whatever the
+// cluster holds), and that lookup waits for them and their plan (namesWait
+// at most, as CMD would have waited to start). Elsewhere the catalogs are
+// asked for at once and every name gets its address and listeners at
+// start.
 
 const (
 	// namesWait bounds the wait for the agents' first catalogs before CMD
-	// starts, or (lazy) before a lookup is answered; names that come later
-	// are added as they come.
+	// starts, or (lazy) from CMD's first lookup before it is answered;
+	// names that come later are added as they come.
 	namesWait = 5 * time.Second
 	// maxListeners bounds the ports one run listens on.
 	maxListeners = 4096
@@ -74,6 +77,10 @@ type consumer struct {
 	lazy   bool
 	eager  string
 	looked map[localnames.Key]bool // lazy: the names CMD looked up
+	// wanted is closed at CMD's first lookup (lazy): the catalogs are
+	// asked for then.
+	wanted     chan struct{}
+	wantedOnce sync.Once
 	// planned is closed once the first reconcile is done: a lookup
 	// waits for it (or for stop).
 	planned     chan struct{}
@@ -105,9 +112,9 @@ type closer interface{ close() }
 // which give a run a hosts file of their own on any system).
 var newResolver = localnames.NewResolver
 
-// consume sets up the names of every session of the run, waiting a moment
-// for the agents' first catalogs (lazy: beside CMD, see lookup), and keeps
-// them current until close.
+// consume sets up the names of every session of the run, asking for the
+// agents' catalogs and waiting a moment for them (lazy: at CMD's first
+// lookup, see lookup), and keeps them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
 // without them. allAtStart gives every name its address and listeners at
 // start even where the resolver could answer them as CMD looks them up:
@@ -123,6 +130,7 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 		told:      map[string]bool{},
 		known:     map[localnames.Key]bool{},
 		looked:    map[localnames.Key]bool{},
+		wanted:    make(chan struct{}),
 		planned:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -152,22 +160,36 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
 	}
 	if !co.lazy {
+		co.askCatalogs()
 		co.awaitCatalogs()
 		co.reconcile()
 		co.keepCurrent()
 		return co
 	}
 	// Receiving and planning a large namespace's catalog is not on the
-	// way to CMD: a lookup waits for it instead.
+	// way to CMD: it is asked for at the first lookup, which waits for it.
 	co.done.Add(1)
 	go func() {
 		defer co.done.Done()
+		select {
+		case <-co.wanted:
+		case <-co.stop:
+			return
+		}
+		co.askCatalogs()
 		if co.awaitCatalogs() {
 			co.reconcile()
 			co.keepCurrent()
 		}
 	}()
 	return co
+}
+
+// askCatalogs has every session's agent tell its catalog.
+func (co *consumer) askCatalogs() {
+	for _, p := range co.profiles {
+		p.session.AskNames()
+	}
 }
 
 // keepCurrent reconciles at every change of a catalog until close.
@@ -181,7 +203,7 @@ func (co *consumer) keepCurrent() {
 }
 
 // awaitCatalogs waits, up to namesWait in all, for every session's first
-// catalog; false if the run closed meanwhile.
+// catalog, once asked for; false if the run closed meanwhile.
 func (co *consumer) awaitCatalogs() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), namesWait)
 	defer cancel()
@@ -304,11 +326,13 @@ func (co *consumer) reconcile() {
 
 // lookup answers a host name CMD looks up (lazy): a name of the run gets
 // its address and listeners now, if it has none yet, and the address is
-// returned once they are open. A lookup made before the first plan waits
-// for it: for the agents' first catalogs, namesWait at most from the run's
-// start, then for their planning; the answer is then the one CMD would
-// have had had it started after them.
+// returned once they are open. The first lookup asks for the agents'
+// catalogs, and a lookup made before the first plan waits for it: for the
+// catalogs, namesWait at most from the first lookup, then for their
+// planning; the answer is then the one CMD would have had had it started
+// after them.
 func (co *consumer) lookup(host string) (netip.Addr, bool) {
+	co.wantedOnce.Do(func() { close(co.wanted) })
 	select {
 	case <-co.planned:
 	case <-co.stop:
