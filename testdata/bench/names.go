@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/csv"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +79,7 @@ func names(args []string) error {
 
 type namesDriver struct {
 	plug, tool, home, profile, kubectl, ns, work string
+	resolv                                       string // the runs' resolv.conf (startSeen)
 	counts                                       []int
 	starts, runs                                 int
 	made                                         int // Services svc-00000… made so far
@@ -171,6 +174,10 @@ func (d *namesDriver) concurrent(n int) error {
 		return fmt.Errorf("the agent's process was not found")
 	}
 	fresh := fmt.Sprintf("fresh-%d", time.Now().Unix())
+	d.resolv = filepath.Join(d.work, "resolv.conf")
+	if err := os.WriteFile(d.resolv, []byte("# the bench's runs: nothing answers here\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+		return err
+	}
 	d.agent.reset()
 	cpu0 := cpuTime(pid)
 	runs := make([]*seenRun, d.runs)
@@ -281,9 +288,16 @@ type seenRun struct {
 	once   sync.Once
 }
 
+// startSeen starts run i, waiting for name. The run is started in a mount
+// namespace of its own whose /etc/resolv.conf names only 127.0.0.1, where
+// nothing answers: the lookups of name before it exists, 40 a second from
+// each run, are refused on this machine, not passed to the machine's
+// nameservers.
 func (d *namesDriver) startSeen(i int, name string) *seenRun {
 	r := &seenRun{seenCh: make(chan struct{})}
-	r.cmd = d.plugCmd("-c", "--", d.tool, "seen", name)
+	plug := d.plugCmd("-c", "--", d.tool, "seen", name)
+	r.cmd = exec.Command("unshare", append([]string{"-m", "--", "sh", "-c", `mount --bind "$0" /etc/resolv.conf && exec "$@"`, d.resolv}, plug.Args...)...)
+	r.cmd.Env = plug.Env
 	log, err := os.Create(filepath.Join(d.work, fmt.Sprintf("names-run-%03d.log", i+1)))
 	if err != nil {
 		r.err = err
@@ -328,11 +342,14 @@ func (r *seenRun) stop() {
 	})
 }
 
-// seen (a run's command) says "up", waits until NAME is in /etc/hosts,
-// says "seen", and sleeps until signalled. It looks at the file's size and
-// time every 25 ms and reads it when they change (plug rewrites the run's
-// file in place); inotify would need an instance per run, more than a
-// user may have (fs.inotify.max_user_instances).
+// seen (a run's command) says "up", waits until NAME resolves, says
+// "seen", and sleeps until signalled. Every 25 ms it asks the resolver
+// (where the run answers the command's DNS, a name resolves once looked
+// up) and looks at /etc/hosts' size and time, reading the file when they
+// change (where the run writes every name there at start; plug rewrites
+// the file in place, which Go's resolver may not read again for seconds);
+// inotify would need an instance per run, more than a user may have
+// (fs.inotify.max_user_instances).
 func seen(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("usage: benchtool seen NAME")
@@ -341,6 +358,12 @@ func seen(args []string) error {
 	fmt.Println("up")
 	var last os.FileInfo
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		addrs, _ := net.DefaultResolver.LookupHost(ctx, args[0])
+		cancel()
+		if len(addrs) > 0 {
+			break
+		}
 		fi, err := os.Stat("/etc/hosts")
 		if err != nil {
 			return err

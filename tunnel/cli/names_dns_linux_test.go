@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,6 +130,41 @@ func TestLookupBeforeTheCatalogResolves(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "the command reaches 1 cluster name(s) by name: web") {
 		t.Errorf("plug did not say which names the command reaches:\n%s", stderr)
+	}
+}
+
+// TestCatalogOnlyForACommandThatLooksUp: a run that answers its
+// command's DNS asks for the agent's catalog at the command's first
+// lookup: a command that looks nothing up is sent nothing of a large
+// namespace, and one that looks a name up is sent the catalog and
+// resolves the name.
+func TestCatalogOnlyForACommandThatLooksUp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		clustertest.Unavailable(t, "a run answers DNS on port 53, which needs root or plug setup: run the tests as root")
+	}
+	store := useHome(t)
+	p := tunneltest.NewPlatform()
+	var names []tunnel.ClusterName
+	for i := range 2000 {
+		names = append(names, k8sName(fmt.Sprintf("svc-%04d", i), "shop", 80))
+	}
+	p.SetNames(names...)
+	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	proxy := tunneltest.NewProxy(t, addr)
+	addProfile(t, store, "shop", proxy.Addr(), hostKey)
+
+	if code, _, stderr := runPlug(t, "-p", "shop", "-c", "--", "true"); code != 0 {
+		t.Fatalf("plug -c -- true: exit %d\n%s", code, stderr)
+	}
+	quiet := proxy.Down()
+	code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "getent", "hosts", "svc-1999.shop")
+	looked := proxy.Down() - quiet
+	if f := strings.Fields(stdout); code != 0 || len(f) < 2 || !strings.HasPrefix(f[0], "127.") {
+		t.Fatalf("getent hosts svc-1999.shop: exit %d, %q\n%s", code, stdout, stderr)
+	}
+	t.Logf("the agent sent %d bytes to a run whose command looked nothing up, %d to one that looked a name up", quiet, looked)
+	if quiet*4 > looked {
+		t.Fatalf("a run whose command looked nothing up was sent %d bytes, one that looked a name up %d: want the catalog sent only to the second", quiet, looked)
 	}
 }
 
