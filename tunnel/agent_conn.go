@@ -308,7 +308,7 @@ func (dc *devConn) openRun(h helloMsg, atOpen bool) bool {
 		HelloAtOpen:    atOpen,
 		NamesWhenAsked: h.NamesWhenAsked,
 	})
-	go dc.tellNames(h.Deltas, h.NamesWhenAsked)
+	go dc.tellNames(h)
 	return true
 }
 

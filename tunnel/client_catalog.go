@@ -56,12 +56,14 @@ type pendingCatalog struct {
 	head  catalogMsg // the first message: Notes, Unavailable, Delta
 	names []ClusterName
 	gone  []string
-	full  bool // names past maxCatalogNames were dropped
+	full  bool     // names past maxCatalogNames were dropped
+	bad   []string // the names dropped for a form their first message lacks
 }
 
 // takeCatalog collects the messages of one catalog, or of one change of
 // it, and at its last makes the session's catalog of it. Names past
-// maxCatalogNames are dropped with a note.
+// maxCatalogNames are dropped with a note, and so are names whose aliases
+// are a form the first message lacks or that makes them too long.
 func (cc *clientConn) takeCatalog(m catalogMsg) {
 	p := cc.pendingCatalog
 	if p == nil {
@@ -73,7 +75,12 @@ func (cc *clientConn) takeCatalog(m catalogMsg) {
 			p.full = true
 			break
 		}
-		p.names = append(p.names, ClusterName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDPPorts: n.UDP})
+		aliases, ok := aliasesOf(n, p.head.Forms)
+		if !ok {
+			p.bad = append(p.bad, printable(n.Name))
+			continue
+		}
+		p.names = append(p.names, ClusterName{Name: n.Name, Aliases: aliases, Ports: n.Ports, UDPPorts: n.UDP})
 	}
 	p.gone = append(p.gone, m.Gone[:min(len(m.Gone), maxCatalogNames-len(p.gone))]...)
 	if m.More {
@@ -91,6 +98,9 @@ func (cc *clientConn) takeCatalog(m catalogMsg) {
 	notes := p.head.Notes
 	if p.full {
 		notes = append(slices.Clip(notes), fmt.Sprintf("the cluster has more than %d names; this run knows the first %d", maxCatalogNames, maxCatalogNames))
+	}
+	if len(p.bad) > 0 {
+		notes = append(slices.Clip(notes), fmt.Sprintf("the agent sent %d name(s) this run cannot use, with aliases it did not describe or longer than %d characters: %s", len(p.bad), maxHostLen, strings.Join(p.bad[:min(len(p.bad), 3)], ", ")))
 	}
 	cc.s.names.set(Catalog{Names: names, Notes: notes, Unavailable: p.head.Unavailable})
 }

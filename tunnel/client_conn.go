@@ -225,7 +225,7 @@ func (cc *clientConn) hello(asks []*forward) (welcome welcomeMsg, err error) {
 	if run.Serves {
 		kind = kindServes
 	}
-	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true,
+	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true, Forms: true,
 		NamesWhenAsked: cc.s.cfg.NamesWhenAsked && !cc.s.namesAsked.Load()}
 	for _, f := range asks {
 		a := askedServe{Name: f.name, Port: f.port, UDP: f.udp}

@@ -81,6 +81,9 @@ type helloMsg struct {
 	// are sent the catalog at once; older agents ignore it and send it at
 	// once.
 	NamesWhenAsked bool `json:"namesWhenAsked,omitempty"`
+	// Forms says the CLI takes a catalog's aliases as forms
+	// (catalogMsg.Forms). Older CLIs send none and are sent every alias.
+	Forms bool `json:"forms,omitempty"`
 	// Serves are the names the run asks for from its start, in a hello
 	// sent as the extra data of the control channel's open (helloAtOpen):
 	// the agent serves each as a forward request, saying served or
