@@ -175,9 +175,14 @@ func (d *namesDriver) concurrent(n int) error {
 	}
 	fresh := fmt.Sprintf("fresh-%d", time.Now().Unix())
 	d.resolv = filepath.Join(d.work, "resolv.conf")
-	if err := os.WriteFile(d.resolv, []byte("# the bench's runs: nothing answers here\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+	if err := os.WriteFile(d.resolv, []byte("# the bench's runs: every name but the cluster's is unknown\nnameserver 127.0.0.1\n"), 0o644); err != nil {
 		return err
 	}
+	stopDNS, err := serveNXDomain("127.0.0.1:53")
+	if err != nil {
+		return fmt.Errorf("the runs' nameserver: %w", err)
+	}
+	defer stopDNS()
 	d.agent.reset()
 	cpu0 := cpuTime(pid)
 	runs := make([]*seenRun, d.runs)
@@ -290,9 +295,8 @@ type seenRun struct {
 
 // startSeen starts run i, waiting for name. The run is started in a mount
 // namespace of its own whose /etc/resolv.conf names only 127.0.0.1, where
-// nothing answers: the lookups of name before it exists, 40 a second from
-// each run, are refused on this machine, not passed to the machine's
-// nameservers.
+// serveNXDomain answers: the lookups of name before it exists, 20 a second
+// from each run, end on this machine, not at the machine's nameservers.
 func (d *namesDriver) startSeen(i int, name string) *seenRun {
 	r := &seenRun{seenCh: make(chan struct{})}
 	plug := d.plugCmd("-c", "--", d.tool, "seen", name)
@@ -343,13 +347,13 @@ func (r *seenRun) stop() {
 }
 
 // seen (a run's command) says "up", waits until NAME resolves, says
-// "seen", and sleeps until signalled. Every 25 ms it asks the resolver
-// (where the run answers the command's DNS, a name resolves once looked
-// up) and looks at /etc/hosts' size and time, reading the file when they
-// change (where the run writes every name there at start; plug rewrites
-// the file in place, which Go's resolver may not read again for seconds);
-// inotify would need an instance per run, more than a user may have
-// (fs.inotify.max_user_instances).
+// "seen", and sleeps until signalled. Every 50 ms it asks the resolver for
+// NAME's IPv4 address (where the run answers the command's DNS, a name
+// resolves once looked up), and looks at /etc/hosts' size and time,
+// reading the file when they change (where the run writes every name
+// there at start and rewrites the file in place, which Go's resolver may
+// not read again for seconds); inotify would need an instance per run,
+// more than a user may have (fs.inotify.max_user_instances).
 func seen(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("usage: benchtool seen NAME")
@@ -359,7 +363,7 @@ func seen(args []string) error {
 	var last os.FileInfo
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		addrs, _ := net.DefaultResolver.LookupHost(ctx, args[0])
+		addrs, _ := net.DefaultResolver.LookupIP(ctx, "ip4", args[0])
 		cancel()
 		if len(addrs) > 0 {
 			break
@@ -378,7 +382,7 @@ func seen(args []string) error {
 				break
 			}
 		}
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Println("seen")
 	select {}
