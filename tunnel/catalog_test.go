@@ -230,3 +230,18 @@ func TestCatalogFeedTellsChanges(t *testing.T) {
 		t.Fatalf("a run behind every kept change was told %+v; want the whole catalog", msgs)
 	}
 }
+
+// TestApplyNames: a change adds, replaces and removes names, whatever
+// order the agent sent them in, and the run's names stay sorted, each once.
+func TestApplyNames(t *testing.T) {
+	n := func(name string, port int) ClusterName { return ClusterName{Name: name, Ports: []int{port}} }
+	names := []ClusterName{n("api", 1), n("db", 2), n("web", 3)}
+	got := applyNames(names, []ClusterName{n("zed", 4), n("db", 5), n("app", 6), n("zed", 7), n("gone", 8)}, []string{"web", "gone", "nothing"})
+	want := []ClusterName{n("api", 1), n("app", 6), n("db", 5), n("zed", 7)}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if got := sortedNames([]ClusterName{n("b", 1), n("a", 2), n("b", 3)}); !reflect.DeepEqual(got, []ClusterName{n("a", 2), n("b", 3)}) {
+		t.Fatalf("sortedNames: %+v", got)
+	}
+}

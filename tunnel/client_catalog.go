@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -87,10 +86,10 @@ func (cc *clientConn) takeCatalog(m catalogMsg) {
 		return
 	}
 	cc.pendingCatalog = nil
-	names := p.names
+	names := sortedNames(p.names)
 	if p.head.Delta {
 		cur, _, _ := cc.s.names.get()
-		names = applyNames(cur.Names, p.names, p.gone)
+		names = applyNames(cur.Names, names, p.gone)
 	}
 	if len(names) > maxCatalogNames {
 		names, p.full = names[:maxCatalogNames], true
@@ -105,18 +104,50 @@ func (cc *clientConn) takeCatalog(m catalogMsg) {
 	cc.s.names.set(Catalog{Names: names, Notes: notes, Unavailable: p.head.Unavailable})
 }
 
-// applyNames returns names with the names of set added or replaced and
-// those of gone removed, sorted by name.
+// applyNames returns names (sorted by name, each once) with the names of
+// set added or replaced and those of gone removed, sorted by name: merged,
+// so that a change costs a run one pass over the names it knows.
 func applyNames(names, set []ClusterName, gone []string) []ClusterName {
-	byName := make(map[string]ClusterName, len(names)+len(set))
-	for _, n := range names {
-		byName[n.Name] = n
+	set = sortedNames(set)
+	slices.Sort(gone)
+	out := make([]ClusterName, 0, len(names)+len(set))
+	g := 0
+	keep := func(n ClusterName) {
+		for g < len(gone) && gone[g] < n.Name {
+			g++
+		}
+		if g == len(gone) || gone[g] != n.Name {
+			out = append(out, n)
+		}
 	}
-	for _, n := range set {
-		byName[n.Name] = n
+	i, j := 0, 0
+	for i < len(names) || j < len(set) {
+		if j == len(set) || i < len(names) && names[i].Name < set[j].Name {
+			keep(names[i])
+			i++
+			continue
+		}
+		if i < len(names) && names[i].Name == set[j].Name {
+			i++ // replaced
+		}
+		keep(set[j])
+		j++
 	}
-	for _, g := range gone {
-		delete(byName, g)
+	return out
+}
+
+// sortedNames sorts names by name, in place, and keeps each name once (the
+// last given): the agent sends them sorted, which costs a pass to check.
+func sortedNames(names []ClusterName) []ClusterName {
+	byName := func(a, b ClusterName) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(names, byName) {
+		slices.SortStableFunc(names, byName)
 	}
-	return slices.SortedFunc(maps.Values(byName), func(a, b ClusterName) int { return strings.Compare(a.Name, b.Name) })
+	out := names[:0]
+	for i, n := range names {
+		if i+1 == len(names) || names[i+1].Name != n.Name {
+			out = append(out, n)
+		}
+	}
+	return out
 }
