@@ -132,7 +132,9 @@ func (d *namesDriver) makeServices(n int) error {
 }
 
 // size makes the namespace hold n Services, waits until a run resolves
-// the last, and measures the agent's memory and -starts starts.
+// the last, and measures the agent's memory and -starts starts of a
+// command that looks no name up (true) and of one that looks the last
+// Service up (getent hosts).
 func (d *namesDriver) size(n int) error {
 	if err := d.makeServices(n); err != nil {
 		return err
@@ -148,20 +150,36 @@ func (d *namesDriver) size(n int) error {
 	if err != nil {
 		return err
 	}
-	var took []time.Duration
-	for range d.starts {
-		start := time.Now()
-		if _, err := output(d.plugCmd("-c", "--", "true")); err != nil {
-			return err
-		}
-		took = append(took, time.Since(start))
+	took, err := d.timeStarts("true")
+	if err != nil {
+		return err
 	}
-	d.logf("%d Services: agent %.1f MB; plug -c -- true %v", n, mb(idle), took)
+	looked, err := d.timeStarts("getent", "hosts", last)
+	if err != nil {
+		return err
+	}
+	d.logf("%d Services: agent %.1f MB; plug -c -- true %v; plug -c -- getent hosts %s %v", n, mb(idle), took, last, looked)
 	d.row("size", n, "rss_mb", mb(idle))
 	d.row("size", n, "start_p50_ms", ms(percentile(took, 50)))
 	d.row("size", n, "start_max_ms", ms(slices.Max(took)))
 	d.row("size", n, "starts", float64(len(took)))
+	d.row("size", n, "lookup_p50_ms", ms(percentile(looked, 50)))
+	d.row("size", n, "lookup_max_ms", ms(slices.Max(looked)))
 	return nil
+}
+
+// timeStarts runs plug -c -- CMD -starts times, one after the other, and
+// returns how long each took from start to exit.
+func (d *namesDriver) timeStarts(cmd ...string) ([]time.Duration, error) {
+	var took []time.Duration
+	for range d.starts {
+		start := time.Now()
+		if _, err := output(d.plugCmd(append([]string{"-c", "--"}, cmd...)...)); err != nil {
+			return nil, err
+		}
+		took = append(took, time.Since(start))
+	}
+	return took, nil
 }
 
 // concurrent starts d.runs runs at once, each waiting for a Service that
