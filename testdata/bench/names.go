@@ -210,7 +210,7 @@ func (d *namesDriver) concurrent(n int) error {
 	for i := range runs {
 		wg.Go(func() {
 			starting <- struct{}{}
-			runs[i] = d.startSeen(i, fresh)
+			runs[i] = d.startSeen(i, fresh, serviceName(n-1))
 			<-starting
 		})
 	}
@@ -234,13 +234,25 @@ func (d *namesDriver) concurrent(n int) error {
 		return fmt.Errorf("none of the %d runs started", d.runs)
 	}
 	allUp := time.Since(started)
+	var readies []time.Duration
+	readyBy := time.After(120 * time.Second)
+	for _, r := range up {
+		select {
+		case <-r.readyCh:
+			readies = append(readies, r.ready.Sub(r.began))
+		case <-readyBy:
+			return fmt.Errorf("%d of %d runs did not resolve %s within 120 s", len(up)-len(readies), len(up), serviceName(n-1))
+		}
+	}
 	cpu := cpuTime(pid) - cpu0
 	peak := d.agent.peak()
-	d.logf("%d runs with %d Services: all up after %s, agent %.1f MB, %.2f s CPU", d.runs, n, allUp, mb(peak), cpu.Seconds())
+	d.logf("%d runs with %d Services: all up after %s, all resolved a Service after %s, agent %.1f MB, %.2f s CPU", d.runs, n, allUp, time.Since(started), mb(peak), cpu.Seconds())
 	d.row("runs", n, "runs", float64(d.runs))
 	d.row("runs", n, "failed", float64(d.runs-len(up)))
 	d.row("runs", n, "start_p50_ms", ms(percentile(starts, 50)))
 	d.row("runs", n, "start_p99_ms", ms(percentile(starts, 99)))
+	d.row("runs", n, "ready_p50_ms", ms(percentile(readies, 50)))
+	d.row("runs", n, "ready_p99_ms", ms(percentile(readies, 99)))
 	d.row("runs", n, "rss_mb", mb(peak))
 	d.row("runs", n, "cpu_ms_per_run", ms(cpu)/float64(len(up)))
 
@@ -300,24 +312,27 @@ func (d *namesDriver) concurrent(n int) error {
 // many.
 const startingAtOnce = 16
 
-// seenRun is one `plug -c -- benchtool seen NAME`.
+// seenRun is one `plug -c -- benchtool seen NAME KNOWN`.
 type seenRun struct {
-	cmd    *exec.Cmd
-	began  time.Time
-	up     time.Time // the command started
-	seen   time.Time // the command resolved the name
-	seenCh chan struct{}
-	err    error
-	once   sync.Once
+	cmd     *exec.Cmd
+	began   time.Time
+	up      time.Time // the command started
+	ready   time.Time // the command resolved KNOWN
+	readyCh chan struct{}
+	seen    time.Time // the command resolved the name
+	seenCh  chan struct{}
+	err     error
+	once    sync.Once
 }
 
-// startSeen starts run i, waiting for name. The run is started in a mount
-// namespace of its own whose /etc/resolv.conf names only 127.0.0.1, where
-// serveNXDomain answers: the lookups of name before it exists, 20 a second
-// from each run, end on this machine, not at the machine's nameservers.
-func (d *namesDriver) startSeen(i int, name string) *seenRun {
-	r := &seenRun{seenCh: make(chan struct{})}
-	plug := d.plugCmd("-c", "--", d.tool, "seen", name)
+// startSeen starts run i, which resolves known, then waits for name. The
+// run is started in a mount namespace of its own whose /etc/resolv.conf
+// names only 127.0.0.1, where serveNXDomain answers: the lookups of name
+// before it exists, 20 a second from each run, end on this machine, not at
+// the machine's nameservers.
+func (d *namesDriver) startSeen(i int, name, known string) *seenRun {
+	r := &seenRun{readyCh: make(chan struct{}), seenCh: make(chan struct{})}
+	plug := d.plugCmd("-c", "--", d.tool, "seen", name, known)
 	r.cmd = exec.Command("unshare", append([]string{"-m", "--", "sh", "-c", `mount --bind "$0" /etc/resolv.conf && exec "$@"`, d.resolv}, plug.Args...)...)
 	r.cmd.Env = plug.Env
 	log, err := os.Create(filepath.Join(d.work, fmt.Sprintf("names-run-%03d.log", i+1)))
@@ -338,6 +353,10 @@ func (d *namesDriver) startSeen(i int, name string) *seenRun {
 	}
 	r.up = time.Now()
 	go func() {
+		if lines.Scan() && lines.Text() == "ready" {
+			r.ready = time.Now()
+			close(r.readyCh)
+		}
 		if lines.Scan() && lines.Text() == "seen" {
 			r.seen = time.Now()
 			close(r.seenCh)
@@ -364,27 +383,40 @@ func (r *seenRun) stop() {
 	})
 }
 
-// seen (a run's command) says "up", waits until NAME resolves, says
-// "seen", and sleeps until signalled. Every 50 ms it asks the resolver for
-// NAME's IPv4 address (where the run answers the command's DNS, a name
+// seen (a run's command) says "up", waits until KNOWN resolves, says
+// "ready", waits until NAME resolves, says "seen", and sleeps until
+// signalled.
+func seen(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("usage: benchtool seen NAME KNOWN")
+	}
+	fmt.Println("up")
+	if err := awaitName(args[1]); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	if err := awaitName(args[0]); err != nil {
+		return err
+	}
+	fmt.Println("seen")
+	select {}
+}
+
+// awaitName returns once name resolves. Every 50 ms it asks the resolver
+// for name's IPv4 address (where the run answers the command's DNS, a name
 // resolves once looked up), and looks at /etc/hosts' size and time,
 // reading the file when they change (where the run writes every name
 // there at start and rewrites the file in place, which Go's resolver may
 // not read again for seconds); inotify would need an instance per run,
 // more than a user may have (fs.inotify.max_user_instances).
-func seen(args []string) error {
-	if len(args) != 1 {
-		return fmt.Errorf("usage: benchtool seen NAME")
-	}
-	name := []byte(args[0])
-	fmt.Println("up")
+func awaitName(name string) error {
 	var last os.FileInfo
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		addrs, _ := net.DefaultResolver.LookupIP(ctx, "ip4", args[0])
+		addrs, _ := net.DefaultResolver.LookupIP(ctx, "ip4", name)
 		cancel()
 		if len(addrs) > 0 {
-			break
+			return nil
 		}
 		fi, err := os.Stat("/etc/hosts")
 		if err != nil {
@@ -396,14 +428,12 @@ func seen(args []string) error {
 			if err != nil {
 				return err
 			}
-			if slices.ContainsFunc(bytes.Fields(hosts), func(f []byte) bool { return bytes.Equal(f, name) }) {
-				break
+			if slices.ContainsFunc(bytes.Fields(hosts), func(f []byte) bool { return string(f) == name }) {
+				return nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	fmt.Println("seen")
-	select {}
 }
 
 // cpuTime is the user and system time of process pid so far.

@@ -82,6 +82,7 @@ func scaleReport(args []string) error {
 		p("| with %s Services | measured |", thousands(last))
 		p("|---|--:|")
 		p("| %.0f runs started, 16 at a time: start p50 / p99 (failed to start) | %s / %s ms (%s) |", runs, num("%.0f", get("runs", last, "start_p50_ms")), num("%.0f", get("runs", last, "start_p99_ms")), num("%.0f", get("runs", last, "failed")))
+		p("| their command resolved a Service that exists (the first lookup, which waits for the list of names), from the start: p50 / p99 | %s / %s ms |", num("%.0f", get("runs", last, "ready_p50_ms")), num("%.0f", get("runs", last, "ready_p99_ms")))
 		p("| agent RSS with them (peak); each run | %s MB; %s KB |", num("%.1f", get("runs", last, "rss_mb")), num("%.0f", (get("runs", last, "rss_mb")-get("size", last, "rss_mb"))*1000/(runs-get("runs", last, "failed"))))
 		p("| agent CPU per run started | %s ms |", num("%.1f", get("runs", last, "cpu_ms_per_run")))
 		p("| one Service created: every run resolves it after kubectl returned, p50 / max | %s / %s ms |", num("%.0f", get("change", last, "resolved_p50_ms")), num("%.0f", get("change", last, "resolved_max_ms")))
@@ -91,7 +92,7 @@ func scaleReport(args []string) error {
 	}
 	p("![run start and agent memory against the namespace's size](%s)", *svgName)
 	p("")
-	p("Measured by `%s` on the local Kubernetes: the CLI on the node itself, the agent of deploy/plug-k8s.yaml in a namespace of its own, the Services headless (no ClusterIP, so kube-proxy programs nothing) with two ports and no pods. Start: from starting `plug -c -- true` (a command that looks no name up) to its exit, %s starts per size, then as many of `plug -c -- getent hosts NAME` (one that looks up the last Service made), which asks for the agent's list of names. The runs: `plug -c -- benchtool seen NAME`, 16 starting at any time (the runs all come from one address and set up their names on one machine); start is until the command ran. Bytes: what left the agent pod's network namespace between the Service's creation and the last run resolving it, beyond what it sends its runs in a quiet second.", *command, num("%.0f", get("size", counts[0], "starts")))
+	p("Measured by `%s` on the local Kubernetes: the CLI on the node itself, the agent of deploy/plug-k8s.yaml in a namespace of its own, the Services headless (no ClusterIP, so kube-proxy programs nothing) with two ports and no pods. Start: from starting `plug -c -- true` (a command that looks no name up) to its exit, %s starts per size, then as many of `plug -c -- getent hosts NAME` (one that looks up the last Service made), which asks for the agent's list of names. The runs: `plug -c -- benchtool seen NAME KNOWN`, 16 starting at any time (the runs all come from one address and set up their names on one machine); start is until the command ran; then each resolves KNOWN, the last Service made, and once every run has, NAME is created. Bytes: what left the agent pod's network namespace between the Service's creation and the last run resolving it, beyond what it sends its runs in a quiet second.", *command, num("%.0f", get("size", counts[0], "starts")))
 	fmt.Print(b.String())
 	if *svg != "" {
 		return os.WriteFile(*svg, plot(counts, get), 0o644)
