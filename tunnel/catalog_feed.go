@@ -83,7 +83,7 @@ func (f *catalogFeed) set(c Catalog) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.known {
-		set, gone := diffNames(f.listed, listed)
+		set, gone := DiffNames(f.listed, listed)
 		f.changes = append(f.changes, catalogChange{version: f.version + 1, set: set, gone: gone})
 		f.kept += len(set) + len(gone)
 		for len(f.changes) > maxCatalogChanges || len(f.changes) > 1 && f.kept > len(listed) {
@@ -127,9 +127,11 @@ func (f *catalogFeed) update(since uint64, deltas, withForms bool) (encodedFrame
 	return f.whole[kind(withForms)], f.version, changed
 }
 
-// diffNames returns the names of to that from lacks or has otherwise, and
-// the names of from that to lacks; both lists are sorted by name.
-func diffNames(from, to []ClusterName) (set []ClusterName, gone []string) {
+// DiffNames returns the names of to that from lacks or has otherwise
+// (other aliases or ports), and the names of from that to lacks. from and
+// to are sorted by name, each name once (as a Session's Catalog is); so
+// are the lists returned.
+func DiffNames(from, to []ClusterName) (set []ClusterName, gone []string) {
 	i, j := 0, 0
 	for i < len(from) || j < len(to) {
 		switch {

@@ -8,9 +8,10 @@ import (
 	"strings"
 )
 
-// Catalog returns what the agent last said the run can consume, whether it
-// has said anything yet, and a channel closed at the next change. While the
-// session reconnects, the last catalog stands.
+// Catalog returns what the agent last said the run can consume (its Names
+// sorted by name, each once), whether it has said anything yet, and a
+// channel closed at the next change. While the session reconnects, the
+// last catalog stands.
 func (s *Session) Catalog() (Catalog, bool, <-chan struct{}) { return s.names.get() }
 
 // AskNames has the agent tell the session the catalog from now on, when
