@@ -72,6 +72,7 @@ type consumer struct {
 	plan         localnames.Plan
 	byKey        map[localnames.Key]tunnel.ClusterName
 	catalogNotes []string
+	planOf       []tunnel.ClusterName // the names of the plan's one profile (nil: several)
 	// lazy: names get their addresses and listeners when CMD looks them
 	// up (Resolver.Answer); eager says why not, when not.
 	lazy   bool
@@ -313,12 +314,15 @@ func (co *consumer) close() {
 func (co *consumer) reconcile() {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	co.planNames()
+	changed, all := co.planNames()
 	reached, err := co.settle()
-	if co.lazy {
-		reached = slices.SortedFunc(maps.Keys(co.plan.Hosts), compareKeys)
-	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case co.lazy && !all:
+		co.tellChanged(changed)
+	case co.lazy:
+		co.tellNames(slices.SortedFunc(maps.Keys(co.plan.Hosts), compareKeys))
+	default:
 		co.tellNames(reached)
 	}
 	co.plannedOnce.Do(func() { close(co.planned) })
@@ -352,17 +356,16 @@ func (co *consumer) lookup(host string) (netip.Addr, bool) {
 	return addr, ok
 }
 
-// planNames reads the catalogs and plans their host names.
-func (co *consumer) planNames() {
+// planNames reads the catalogs and plans their host names: only the names
+// that changed since the last plan where the plan can be updated (one
+// profile: a change costs what it changes), every name otherwise. It
+// returns the names that changed, or all when every name was planned.
+func (co *consumer) planNames() (changed []localnames.Key, all bool) {
 	var profiles []localnames.Profile
-	byKey := map[localnames.Key]tunnel.ClusterName{}
 	var notes []string
-	for i, p := range co.profiles {
+	for _, p := range co.profiles {
 		cat, _, _ := p.session.Catalog()
 		profiles = append(profiles, localnames.Profile{Name: p.name, Names: cat.Names})
-		for _, n := range cat.Names {
-			byKey[localnames.Key{Profile: i, Name: n.Name}] = n
-		}
 		if cat.Unavailable != "" {
 			notes = append(notes, "warning: "+co.prefix(p.name)+cat.Unavailable)
 		}
@@ -370,8 +373,36 @@ func (co *consumer) planNames() {
 			notes = append(notes, co.prefix(p.name)+note)
 		}
 	}
+	if co.planOf != nil {
+		set, gone := tunnel.DiffNames(co.planOf, profiles[0].Names)
+		if co.plan.Update(set, gone, co.reserved) {
+			for _, name := range gone {
+				k := localnames.Key{Profile: 0, Name: name}
+				delete(co.byKey, k)
+				changed = append(changed, k)
+			}
+			for _, n := range set {
+				k := localnames.Key{Profile: 0, Name: n.Name}
+				co.byKey[k] = n
+				changed = append(changed, k)
+			}
+			co.planOf, co.catalogNotes = profiles[0].Names, append(notes, co.plan.Notes...)
+			return changed, false
+		}
+	}
+	byKey := map[localnames.Key]tunnel.ClusterName{}
+	for i, p := range profiles {
+		for _, n := range p.Names {
+			byKey[localnames.Key{Profile: i, Name: n.Name}] = n
+		}
+	}
 	co.plan = localnames.PlanHosts(profiles, co.reserved, co.res.Shared())
 	co.byKey, co.catalogNotes = byKey, append(notes, co.plan.Notes...)
+	co.planOf = nil
+	if len(profiles) == 1 {
+		co.planOf = profiles[0].Names
+	}
+	return nil, true
 }
 
 // settle gives the names of the plan (lazy: those CMD looked up) their
@@ -584,7 +615,6 @@ func (co *consumer) tellNames(keys []localnames.Key) {
 			gone = append(gone, co.prefix(co.profiles[k.Profile].name)+k.Name)
 		}
 	}
-	slices.Sort(gone)
 	first := !co.started
 	co.known, co.started = now, true
 	switch {
@@ -593,12 +623,38 @@ func (co *consumer) tellNames(keys []localnames.Key) {
 	case first:
 		co.say(fmt.Sprintf("the command reaches %d cluster name(s) by name: %s", len(added), shortList(added)))
 	default:
-		if len(added) > 0 {
-			co.say("new in the cluster: " + shortList(added))
+		co.tellCameAndWent(added, gone)
+	}
+}
+
+// tellChanged says which of keys, the names that changed since the last
+// reconcile, the run's programs now reach by a host name of their own
+// (lazy: once looked up), and which they no longer do.
+func (co *consumer) tellChanged(keys []localnames.Key) {
+	var added, gone []string
+	for _, k := range keys {
+		label := co.prefix(co.profiles[k.Profile].name) + k.Name
+		switch own := len(co.plan.Hosts[k]) > 0; {
+		case own && !co.known[k]:
+			co.known[k] = true
+			added = append(added, label)
+		case !own && co.known[k]:
+			delete(co.known, k)
+			gone = append(gone, label)
 		}
-		if len(gone) > 0 {
-			co.say("gone from the cluster: " + shortList(gone))
-		}
+	}
+	slices.Sort(added)
+	co.tellCameAndWent(added, gone)
+}
+
+// tellCameAndWent says which names came to the cluster and which went.
+func (co *consumer) tellCameAndWent(added, gone []string) {
+	slices.Sort(gone)
+	if len(added) > 0 {
+		co.say("new in the cluster: " + shortList(added))
+	}
+	if len(gone) > 0 {
+		co.say("gone from the cluster: " + shortList(gone))
 	}
 }
 

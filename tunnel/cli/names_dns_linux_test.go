@@ -24,8 +24,9 @@ import (
 // TestNamesAnswerAsLookedUp: the command's resolv.conf names the run's
 // responder; a name resolves by every form once looked up, and only then
 // enters the command's hosts file; a name the cluster gains during the
-// run resolves a moment later and answers by name; the machine's own
-// names (localhost) resolve as before.
+// run resolves a moment later and answers by name, and stops resolving
+// once the cluster loses it; the machine's own names (localhost) resolve
+// as before.
 func TestNamesAnswerAsLookedUp(t *testing.T) {
 	if os.Geteuid() != 0 {
 		clustertest.Unavailable(t, "a run answers DNS on port 53, which needs root or plug setup: run the tests as root")
@@ -38,7 +39,8 @@ func TestNamesAnswerAsLookedUp(t *testing.T) {
 getent hosts web web.shop web.shop.svc web.shop.svc.cluster.local localhost > forms
 cp /etc/hosts hosts-after; touch started
 until getent hosts api > /dev/null; do sleep 0.01; done; touch resolved
-curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
+curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached
+while getent hosts api > /dev/null; do sleep 0.01; done; touch gone`
 	done := make(chan string, 1)
 	go func() {
 		_, _, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", "cd "+dir+" && "+script)
@@ -50,6 +52,8 @@ curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
 	waitFile(t, filepath.Join(dir, "resolved"), clustertest.Settle)
 	t.Logf("a new Service resolved by name after %s", time.Since(added))
 	waitFile(t, filepath.Join(dir, "reached"), clustertest.Settle)
+	c.platform.SetNames(k8sName("web", "shop", 18080), k8sName("other", "shop", 18082))
+	waitFile(t, filepath.Join(dir, "gone"), clustertest.Settle)
 	stderr := <-done
 	t.Logf("plug:\n%s", stderr)
 
@@ -79,8 +83,10 @@ curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
 	if got := read("answer"); got != "hello from api\n" {
 		t.Errorf("api answered %q", got)
 	}
-	if !strings.Contains(stderr, "new in the cluster: api") {
-		t.Errorf("plug did not say api came:\n%s", stderr)
+	for _, want := range []string{"new in the cluster: api", "gone from the cluster: api"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("plug did not say %q:\n%s", want, stderr)
+		}
 	}
 }
 
