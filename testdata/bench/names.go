@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -399,7 +400,10 @@ func seen(args []string) error {
 		return err
 	}
 	fmt.Println("seen")
-	select {}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	<-stop // a bare select{} is a deadlock the runtime ends the program for
+	return nil
 }
 
 // awaitName returns once name resolves. Every 50 ms it asks the resolver
