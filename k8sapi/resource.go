@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 )
 
 // Kind names a collection of the REST API.
@@ -88,6 +89,10 @@ type ListOptions struct {
 	LabelSelector   string // e.g. "app.kubernetes.io/managed-by=plug"
 	FieldSelector   string // e.g. "metadata.name=web"
 	ResourceVersion string // for a watch: where to start
+	// Limit, when set, has List read the objects that many at a time, so
+	// that no one response of the API server holds them all (a namespace's
+	// thousands); List still returns them all.
+	Limit int
 }
 
 func (o ListOptions) query() url.Values {
@@ -100,6 +105,9 @@ func (o ListOptions) query() url.Values {
 	}
 	if o.ResourceVersion != "" {
 		q.Set("resourceVersion", o.ResourceVersion)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
 	}
 	return q
 }

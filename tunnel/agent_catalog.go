@@ -37,15 +37,24 @@ func (a *Agent) watchNames(ctx context.Context) {
 	}
 }
 
-// tellNames sends the agent's catalog to the client now, and what changed
-// at each change, until the connection is gone: only the names that
-// changed when the client takes deltas (its hello said so), the whole
-// catalog again otherwise. A client that reads slowly gets what changed
-// since the catalog it was last told, all at once.
-func (dc *devConn) tellNames(deltas bool) {
+// tellNames sends the agent's catalog to the client now (whenAsked: once
+// the client asks for it, its hello said so), and what changed at each
+// change, until the connection is gone: only the names that changed when
+// the client takes deltas (its hello said so), the whole catalog again
+// otherwise; aliases as forms when it takes them (likewise). A client that
+// reads slowly gets what changed since the catalog it was last told, all
+// at once.
+func (dc *devConn) tellNames(h helloMsg) {
+	if h.NamesWhenAsked {
+		select {
+		case <-dc.namesAsked:
+		case <-dc.gone:
+			return
+		}
+	}
 	var told uint64
 	for {
-		frames, version, changed := dc.a.names.update(told, deltas)
+		frames, version, changed := dc.a.names.update(told, h.Deltas, h.Forms)
 		for _, f := range frames {
 			dc.sendFrame(f)
 		}

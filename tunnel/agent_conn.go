@@ -24,6 +24,8 @@ type devConn struct {
 	read         chan struct{} // closed after gone, once what the client sent is read
 	moveAnswered chan struct{} // closed when the client said moved (handOver)
 	moveOnce     sync.Once
+	namesAsked   chan struct{} // closed when the client asked for the catalog (namesMsg)
+	namesOnce    sync.Once
 	events       chan Event // platform events, told by one goroutine
 
 	runMu       sync.Mutex // held while the run is chosen
@@ -66,6 +68,7 @@ func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel
 		gone:         make(chan struct{}),
 		read:         make(chan struct{}),
 		moveAnswered: make(chan struct{}),
+		namesAsked:   make(chan struct{}),
 		events:       make(chan Event, 32),
 	}
 	dc.stripes = stripeTableOf(conn, true)
@@ -225,6 +228,8 @@ func (dc *devConn) handleControl(typ string, frame []byte) error {
 		return handleMsg(frame, decodeMsg[helloMsg], func(h helloMsg) { dc.openRun(h, false) })
 	case typeGoodbye:
 		return handleMsg(frame, decodeMsg[goodbyeMsg], func(goodbyeMsg) { dc.goodbye() })
+	case typeNames:
+		dc.namesOnce.Do(func() { close(dc.namesAsked) })
 	case typeStatus:
 		dc.answer(nil, dc.answerStatus)
 	case typeWho:
@@ -291,18 +296,19 @@ func (dc *devConn) openRun(h helloMsg, atOpen bool) bool {
 	}
 	dc.run = r
 	dc.sendControl(welcomeMsg{
-		Version:     Version,
-		Agent:       dc.a.ID,
-		Platform:    dc.a.platformName(),
-		Resumed:     resumed,
-		Names:       true,
-		Datagrams:   true,
-		Filters:     true,
-		Stripes:     dc.stripes.agree(h.Stripes),
-		UDPServe:    true,
-		HelloAtOpen: atOpen,
+		Version:        Version,
+		Agent:          dc.a.ID,
+		Platform:       dc.a.platformName(),
+		Resumed:        resumed,
+		Names:          true,
+		Datagrams:      true,
+		Filters:        true,
+		Stripes:        dc.stripes.agree(h.Stripes),
+		UDPServe:       true,
+		HelloAtOpen:    atOpen,
+		NamesWhenAsked: h.NamesWhenAsked,
 	})
-	go dc.tellNames(h.Deltas)
+	go dc.tellNames(h)
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -32,6 +33,9 @@ const (
 	// maxCatalogNotes the notes that go with it.
 	maxCatalogNames = 20000
 	maxCatalogNotes = 8
+	// maxCatalogForms bounds the lists of alias endings one catalog or
+	// change shares among its names (catalogMsg.Forms).
+	maxCatalogForms = 64
 	// catalogFrameBudget is where a catalog is split into another frame,
 	// well below maxControlFrame, and small: x/crypto/ssh keeps buffers as
 	// large as the largest write for each connection (its channel's packet,
@@ -56,6 +60,14 @@ type catalogMsg struct {
 	// the last ones.
 	Delta bool     `json:"delta,omitempty"`
 	Gone  []string `json:"gone,omitempty"`
+	// Forms are lists of alias endings that the names of a catalog or
+	// change share, in its first message, sent only to a CLI whose hello
+	// said Forms: a name with Form i has as aliases its name followed by
+	// each ending of Forms[i-1] (a Kubernetes namespace's web.shop,
+	// web.shop.svc and web.shop.svc.cluster.local are web followed by the
+	// namespace's one list), so each name costs the bytes of its name and
+	// ports only.
+	Forms [][]string `json:"forms,omitempty"`
 }
 
 // catalogName is a ClusterName on the wire.
@@ -65,6 +77,9 @@ type catalogName struct {
 	Ports   []int    `json:"ports"`
 	// UDP are the UDP ports; older CLIs ignore the field.
 	UDP []int `json:"udp,omitempty"`
+	// Form, from 1, says the name's aliases are those of the catalog's
+	// Forms[Form-1], Aliases being empty; 0: Aliases are all of them.
+	Form int `json:"form,omitempty"`
 }
 
 // normalize sorts the catalog's names and their ports, drops duplicate
@@ -110,15 +125,20 @@ func cleanPorts(ports []int) []int {
 }
 
 // catalogFrames splits the whole catalog c into messages that each fit a
-// control frame.
-func catalogFrames(c Catalog) []catalogMsg {
-	return splitCatalog(catalogMsg{Notes: c.Notes, Unavailable: c.Unavailable}, c.Names, nil)
+// control frame, its names' aliases sent as forms when withForms.
+func catalogFrames(c Catalog, withForms bool) []catalogMsg {
+	return splitCatalog(catalogMsg{Notes: c.Notes, Unavailable: c.Unavailable}, c.Names, nil, withForms)
 }
 
 // splitCatalog splits head, with names and gone, into messages that each
 // fit a control frame: the first carries head's fields, each carries some
-// of the names and of gone.
-func splitCatalog(head catalogMsg, names []ClusterName, gone []string) []catalogMsg {
+// of the names and of gone. withForms: the names' aliases go as forms
+// (catalogMsg.Forms) where they can.
+func splitCatalog(head catalogMsg, names []ClusterName, gone []string, withForms bool) []catalogMsg {
+	var form []int
+	if withForms {
+		head.Forms, form = aliasForms(names)
+	}
 	msgs := []catalogMsg{head}
 	b, _ := json.Marshal(head)
 	size := len(b)
@@ -132,8 +152,11 @@ func splitCatalog(head catalogMsg, names []ClusterName, gone []string) []catalog
 		size += n + 1
 		return cur
 	}
-	for _, n := range names {
+	for i, n := range names {
 		wire := catalogName{Name: n.Name, Aliases: n.Aliases, Ports: n.Ports, UDP: n.UDPPorts}
+		if form != nil && form[i] > 0 {
+			wire.Aliases, wire.Form = nil, form[i]
+		}
 		b, _ := json.Marshal(wire)
 		cur := room(len(b))
 		cur.Names = append(cur.Names, wire)
@@ -143,6 +166,58 @@ func splitCatalog(head catalogMsg, names []ClusterName, gone []string) []catalog
 		cur.Gone = append(cur.Gone, g)
 	}
 	return msgs
+}
+
+// aliasForms finds the lists of alias endings names share: form[i] is,
+// from 1, the list of forms that names[i]'s aliases are its name followed
+// by, or 0 for a name whose aliases are sent as they are (none, one that
+// does not start with the name and a dot, or forms full).
+func aliasForms(names []ClusterName) (forms [][]string, form []int) {
+	form = make([]int, len(names))
+	index := map[string]int{} // the endings joined by "\x00": their form
+	for i, n := range names {
+		if len(n.Aliases) == 0 {
+			continue
+		}
+		endings := make([]string, 0, len(n.Aliases))
+		for _, a := range n.Aliases {
+			end, ok := strings.CutPrefix(a, n.Name)
+			if !ok || !strings.HasPrefix(end, ".") {
+				break
+			}
+			endings = append(endings, end)
+		}
+		if len(endings) < len(n.Aliases) {
+			continue
+		}
+		key := strings.Join(endings, "\x00")
+		if index[key] == 0 && len(forms) < maxCatalogForms {
+			forms = append(forms, endings)
+			index[key] = len(forms)
+		}
+		form[i] = index[key]
+	}
+	return forms, form
+}
+
+// aliasesOf returns the aliases of n, a name of a catalog or change whose
+// first message had forms: its own, or its form's; false if the form is
+// not one of forms or makes an alias too long.
+func aliasesOf(n catalogName, forms [][]string) ([]string, bool) {
+	if n.Form == 0 {
+		return n.Aliases, true
+	}
+	if n.Form > len(forms) {
+		return nil, false
+	}
+	aliases := make([]string, 0, len(forms[n.Form-1]))
+	for _, end := range forms[n.Form-1] {
+		if len(n.Name)+len(end) > maxHostLen {
+			return nil, false
+		}
+		aliases = append(aliases, n.Name+end)
+	}
+	return aliases, true
 }
 
 // check takes a catalog message as the agent sent it. A name the CLI
@@ -173,6 +248,14 @@ func (m *catalogMsg) check() error {
 	}
 	m.Names = kept
 	m.Gone = slices.DeleteFunc(m.Gone, func(g string) bool { return g == "" || len(g) > maxHostLen })
+	if len(m.Forms) > maxCatalogForms {
+		return fmt.Errorf("catalog: %d forms, more than %d", len(m.Forms), maxCatalogForms)
+	}
+	for _, f := range m.Forms {
+		if len(f) == 0 || len(f) > maxNameAliases || slices.ContainsFunc(f, func(end string) bool { return end == "" || len(end) > maxHostLen }) {
+			return fmt.Errorf("catalog: a form of %d endings, or one empty or longer than %d characters", len(f), maxHostLen)
+		}
+	}
 	return nil
 }
 
@@ -187,6 +270,8 @@ func badCatalogName(n catalogName) string {
 		return fmt.Sprintf("%q is empty or longer than %d characters", short, maxHostLen)
 	case len(n.Aliases) > maxNameAliases:
 		return fmt.Sprintf("%s has %d aliases, more than %d", short, len(n.Aliases), maxNameAliases)
+	case n.Form < 0 || n.Form > maxCatalogForms || n.Form > 0 && len(n.Aliases) > 0:
+		return fmt.Sprintf("%s has form %d, with %d aliases of its own", short, n.Form, len(n.Aliases))
 	case len(n.Ports) > MaxNamePorts || len(n.UDP) > MaxNamePorts:
 		return fmt.Sprintf("%s has more than %d ports of one protocol", short, MaxNamePorts)
 	}

@@ -159,3 +159,46 @@ func TestCatalogChangeCostsEachRunOneSmallMessage(t *testing.T) {
 		t.Fatalf("one new name cost %.0f bytes per run (the whole catalog: %.0f); want a small message", perRun, float64(whole)/runs)
 	}
 }
+
+// TestCatalogOnlyWhenAsked: a session that said NamesWhenAsked receives
+// no catalog until it asks, however large the cluster's, while a session
+// that did not gets it at once; once asked, the whole catalog comes, then
+// each change, also after a reconnect.
+func TestCatalogOnlyWhenAsked(t *testing.T) {
+	const names = 2000
+	var cluster []tunnel.ClusterName
+	for i := range names {
+		n := fmt.Sprintf("service-%04d", i)
+		cluster = append(cluster, tunnel.ClusterName{Name: n, Aliases: []string{n + ".shop", n + ".shop.svc", n + ".shop.svc.cluster.local"}, Ports: []int{80, 9090}})
+	}
+	p := tunneltest.NewPlatform()
+	p.SetNames(cluster...)
+	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	signer, _ := newKey(t)
+	lazyProxy, eagerProxy := tunneltest.NewProxy(t, addr), tunneltest.NewProxy(t, addr)
+	lazy, _ := connect(t, lazyProxy.Addr(), hostKey, signer, tunnel.RunInfo{ID: "lazy"}, func(c *tunnel.ClientConfig) { c.NamesWhenAsked = true })
+	eager, _ := connect(t, eagerProxy.Addr(), hostKey, signer, tunnel.RunInfo{ID: "eager"})
+	waitCatalog(t, eager, 10*time.Second, "every name", func(c tunnel.Catalog) bool { return len(c.Names) == names })
+	whole := eagerProxy.Down()
+
+	// A round trip on the lazy session's control channel: the agent has
+	// answered its hello and more by now.
+	if _, err := lazy.Serve(context.Background(), "lazy-run", 8080, "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, known, _ := lazy.Catalog(); known || lazyProxy.Down() > whole/4 {
+		t.Fatalf("before asking, the session knows a catalog (%v) or was sent %d bytes (the whole catalog: %d)", known, lazyProxy.Down(), whole)
+	}
+	before := lazyProxy.Down()
+	lazy.AskNames()
+	waitCatalog(t, lazy, 10*time.Second, "every name once asked", func(c tunnel.Catalog) bool { return len(c.Names) >= names })
+	t.Logf("the whole catalog of %d names: %d bytes; the lazy session was sent %d bytes before asking", names, whole, before)
+
+	p.SetNames(append(cluster, tunnel.ClusterName{Name: "fresh", Ports: []int{8080}})...)
+	waitCatalog(t, lazy, 10*time.Second, "fresh:8080", hasName("fresh", 8080))
+	lazyProxy.Cut()
+	p.SetNames(cluster[1:]...)
+	waitCatalog(t, lazy, 20*time.Second, "fresh and the first name gone after the reconnect", func(c tunnel.Catalog) bool {
+		return !hasName("fresh", 8080)(c) && !hasName(cluster[0].Name, 80)(c) && hasName(cluster[names-1].Name, 80)(c)
+	})
+}

@@ -22,6 +22,18 @@ func encodeCatalog(msgs []catalogMsg) encodedFrames {
 	return frames
 }
 
+// frameKinds are the ways a catalog is encoded for runs: its names'
+// aliases as they are, or as forms (for CLIs whose hello said Forms).
+type frameKinds [2]encodedFrames
+
+// kind is where frames with forms, or without, are in frameKinds.
+func kind(withForms bool) int {
+	if withForms {
+		return 1
+	}
+	return 0
+}
+
 // maxCatalogChanges is how many of its last changes the agent keeps, so
 // that a run told an earlier catalog gets only what changed since; a run
 // further behind gets the whole catalog again.
@@ -31,7 +43,8 @@ const maxCatalogChanges = 64
 // gets a version; the agent keeps the last changes (at most
 // maxCatalogChanges, and no more names than the catalog holds), computed
 // once for every run, and the frames of the whole catalog and of the last
-// change, each encoded once for every run. A change of one name thus
+// change, each encoded once for every run (once for each of frameKinds).
+// A change of one name thus
 // costs each run one small message, whatever the cluster holds, and the
 // agent encodes it once.
 type catalogFeed struct {
@@ -42,7 +55,7 @@ type catalogFeed struct {
 	version uint64          // 1 for the first catalog, one more at each change
 	changes []catalogChange // the last ones, oldest first, the newest leading to version
 	kept    int             // the names and gone names in changes
-	whole   encodedFrames   // the whole catalog at version, once made
+	whole   frameKinds      // the whole catalog at version, once made
 	changed broadcast       // woken at each change
 }
 
@@ -52,7 +65,7 @@ type catalogChange struct {
 	version uint64        // the version it leads to
 	set     []ClusterName // added or changed
 	gone    []string      // removed
-	frames  encodedFrames // it alone, for the runs told the version before; once made
+	frames  frameKinds    // it alone, for the runs told the version before; once made
 }
 
 // get returns the catalog with every name (for the agent's own use),
@@ -70,7 +83,7 @@ func (f *catalogFeed) set(c Catalog) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.known {
-		set, gone := diffNames(f.listed, listed)
+		set, gone := DiffNames(f.listed, listed)
 		f.changes = append(f.changes, catalogChange{version: f.version + 1, set: set, gone: gone})
 		f.kept += len(set) + len(gone)
 		for len(f.changes) > maxCatalogChanges || len(f.changes) > 1 && f.kept > len(listed) {
@@ -78,7 +91,7 @@ func (f *catalogFeed) set(c Catalog) {
 			f.changes = f.changes[1:]
 		}
 	}
-	f.current, f.listed, f.known, f.whole = c, listed, true, nil
+	f.current, f.listed, f.known, f.whole = c, listed, true, frameKinds{}
 	f.version++
 	f.changed.wake()
 }
@@ -87,9 +100,10 @@ func (f *catalogFeed) set(c Catalog) {
 // none yet) to the current catalog, the current version, and a channel
 // closed at the next change. With deltas the run gets only what changed,
 // if the changes since reach back that far; otherwise the whole catalog.
-// No frames: the run is current, or there is no catalog yet. The frames
-// are shared: the caller only sends them.
-func (f *catalogFeed) update(since uint64, deltas bool) (encodedFrames, uint64, <-chan struct{}) {
+// withForms: the aliases go as forms (catalogMsg.Forms). No frames: the
+// run is current, or there is no catalog yet. The frames are shared: the
+// caller only sends them.
+func (f *catalogFeed) update(since uint64, deltas, withForms bool) (encodedFrames, uint64, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	changed := f.changed.next()
@@ -99,23 +113,25 @@ func (f *catalogFeed) update(since uint64, deltas bool) (encodedFrames, uint64, 
 	if deltas && since > 0 && len(f.changes) > 0 && f.changes[0].version <= since+1 {
 		head := catalogMsg{Delta: true, Notes: f.current.Notes, Unavailable: f.current.Unavailable}
 		if last := &f.changes[len(f.changes)-1]; last.version == since+1 {
-			if last.frames == nil {
-				last.frames = encodeCatalog(splitCatalog(head, last.set, last.gone))
+			if last.frames[kind(withForms)] == nil {
+				last.frames[kind(withForms)] = encodeCatalog(splitCatalog(head, last.set, last.gone, withForms))
 			}
-			return last.frames, f.version, changed
+			return last.frames[kind(withForms)], f.version, changed
 		}
 		set, gone := mergeChanges(f.changes, since)
-		return encodeCatalog(splitCatalog(head, set, gone)), f.version, changed
+		return encodeCatalog(splitCatalog(head, set, gone, withForms)), f.version, changed
 	}
-	if f.whole == nil {
-		f.whole = encodeCatalog(catalogFrames(Catalog{Names: f.listed, Notes: f.current.Notes, Unavailable: f.current.Unavailable}))
+	if f.whole[kind(withForms)] == nil {
+		f.whole[kind(withForms)] = encodeCatalog(catalogFrames(Catalog{Names: f.listed, Notes: f.current.Notes, Unavailable: f.current.Unavailable}, withForms))
 	}
-	return f.whole, f.version, changed
+	return f.whole[kind(withForms)], f.version, changed
 }
 
-// diffNames returns the names of to that from lacks or has otherwise, and
-// the names of from that to lacks; both lists are sorted by name.
-func diffNames(from, to []ClusterName) (set []ClusterName, gone []string) {
+// DiffNames returns the names of to that from lacks or has otherwise
+// (other aliases or ports), and the names of from that to lacks. from and
+// to are sorted by name, each name once (as a Session's Catalog is); so
+// are the lists returned.
+func DiffNames(from, to []ClusterName) (set []ClusterName, gone []string) {
 	i, j := 0, 0
 	for i < len(from) || j < len(to) {
 		switch {

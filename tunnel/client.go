@@ -41,6 +41,13 @@ type ClientConfig struct {
 	// address and filter then returns the agent's answer. An agent older
 	// than that is asked by those calls, as names not asked for here are.
 	Asks []Ask
+
+	// NamesWhenAsked has the agent tell the session the catalog only
+	// after AskNames: a run that may not need the cluster's names (its
+	// command looks none up) then costs the agent and this machine nothing
+	// for them, whatever the cluster holds. Otherwise, and with an agent
+	// older than that, the catalog comes from the start.
+	NamesWhenAsked bool
 }
 
 // Ask is a name a run serves from its start (ClientConfig.Asks): Name's
@@ -80,7 +87,8 @@ type Session struct {
 	skewOnce   sync.Once // the warning of a minor version skew
 	err        error     // why the session ended; set before done is closed
 
-	names catalogState // what the agent last said the run can consume
+	names      catalogState // what the agent last said the run can consume
+	namesAsked atomic.Bool  // AskNames was called
 
 	mu       sync.Mutex
 	closed   bool
@@ -469,6 +477,7 @@ func (s *Session) move(old *clientConn) {
 	s.changed.wake()
 	close(old.moved)
 	s.mu.Unlock()
+	s.askNamesOn(next)
 
 	old.drain(time.Now())
 	old.control.send(movedMsg{Agent: next.welcome.Agent})
@@ -580,9 +589,10 @@ func (s *Session) current() *clientConn {
 
 func (s *Session) setCurrent(cc *clientConn) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.cur = cc
 	s.changed.wake()
+	s.mu.Unlock()
+	s.askNamesOn(cc)
 }
 
 func (s *Session) dropForward(f *forward) {

@@ -30,6 +30,7 @@ type clientConn struct {
 	bye        chan struct{} // closed when the agent acknowledged the goodbye
 	byeOnce    sync.Once
 	leaving    atomic.Bool   // the run said goodbye: catalogs still coming are not read
+	namesOnce  sync.Once     // the catalog was asked for (Session.AskNames)
 	ended      *endedMsg     // the agent ended the run; read after gone
 	moved      chan struct{} // closed when the run moved to another connection (Session.move)
 	carrying   atomic.Int32  // the callers being carried on this connection
@@ -224,7 +225,8 @@ func (cc *clientConn) hello(asks []*forward) (welcome welcomeMsg, err error) {
 	if run.Serves {
 		kind = kindServes
 	}
-	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true}
+	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true, Forms: true,
+		NamesWhenAsked: cc.s.cfg.NamesWhenAsked && !cc.s.namesAsked.Load()}
 	for _, f := range asks {
 		a := askedServe{Name: f.name, Port: f.port, UDP: f.udp}
 		if !f.filter.Empty() {

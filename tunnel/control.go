@@ -20,7 +20,8 @@ import (
 // agents that ignore the open's data.
 //
 // CLI to agent: hello, goodbye, moved (the answer to an ended with Move:
-// the run now lives on another agent, or could not move), status (a
+// the run now lives on another agent, or could not move), names (the
+// catalog is wanted now, by a run whose hello said NamesWhenAsked), status (a
 // question, asked without hello: status.go), env (a workload's
 // environment, likewise: env.go), agent_update (plug update --agent:
 // agentupdate.go). Agent to CLI: welcome, served, event,
@@ -40,6 +41,7 @@ const (
 	typeEnded   = "ended"
 	typeCatalog = "catalog"
 	typeMoved   = "moved"
+	typeNames   = "names"
 )
 
 // Run kinds a hello announces.
@@ -72,6 +74,16 @@ type helloMsg struct {
 	// first catalog, the agent sends only what changed. Older CLIs send
 	// none and are sent the whole catalog at each change.
 	Deltas bool `json:"deltas,omitempty"`
+	// NamesWhenAsked says the CLI wants the catalog only once it sends a
+	// names message (a run whose command has not looked any name up yet
+	// needs none): until then the agent sends no catalog, so a short run
+	// in a large namespace receives nothing of it. Older CLIs send none and
+	// are sent the catalog at once; older agents ignore it and send it at
+	// once.
+	NamesWhenAsked bool `json:"namesWhenAsked,omitempty"`
+	// Forms says the CLI takes a catalog's aliases as forms
+	// (catalogMsg.Forms). Older CLIs send none and are sent every alias.
+	Forms bool `json:"forms,omitempty"`
 	// Serves are the names the run asks for from its start, in a hello
 	// sent as the extra data of the control channel's open (helloAtOpen):
 	// the agent serves each as a forward request, saying served or
@@ -116,6 +128,9 @@ type welcomeMsg struct {
 	// open's data, answer the hello sent on the channel, and serve only
 	// what forward requests ask for.
 	HelloAtOpen bool `json:"helloAtOpen,omitempty"`
+	// NamesWhenAsked says the agent took the hello's NamesWhenAsked: the
+	// catalog follows the CLI's names message, not the welcome.
+	NamesWhenAsked bool `json:"namesWhenAsked,omitempty"`
 }
 
 // servedMsg tells the CLI a name it asked for is served; it precedes the
@@ -156,6 +171,11 @@ type movedMsg struct {
 	Agent string `json:"agent"`
 }
 
+// namesMsg asks for the catalog, CLI to agent, when the hello said
+// NamesWhenAsked: the agent sends it now, then its changes. Asking again
+// changes nothing.
+type namesMsg struct{}
+
 // goodbyeMsg ends a run on purpose (CLI to agent), and acknowledges that
 // every name of the run was given back (agent to CLI).
 type goodbyeMsg struct{}
@@ -173,6 +193,7 @@ func (goodbyeMsg) controlType() string     { return typeGoodbye }
 func (movedMsg) controlType() string       { return typeMoved }
 func (agentUpdateMsg) controlType() string { return typeAgentUpdate }
 func (catalogMsg) controlType() string     { return typeCatalog }
+func (namesMsg) controlType() string       { return typeNames }
 func (envMsg) controlType() string         { return typeEnv }
 func (envVarsMsg) controlType() string     { return typeEnvVars }
 func (envDoneMsg) controlType() string     { return typeEnvDone }

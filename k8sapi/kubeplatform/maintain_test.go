@@ -1,6 +1,7 @@
 package kubeplatform
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -237,5 +238,20 @@ func TestMaintainTellsTheRunItsNameWasLost(t *testing.T) {
 	ev := web.Wait(t, tunnel.EventEnded, "its receipt is gone", clustertest.Settle)
 	if !strings.Contains(ev.Text, "no longer reaches this run") {
 		t.Errorf("the run is told %q", ev.Text)
+	}
+}
+
+// TestReceiptHolderReadsTheReceipt: what a sweep reads of every Service
+// tells one with a receipt from one without.
+func TestReceiptHolderReadsTheReceipt(t *testing.T) {
+	var with, without receiptHolder
+	if err := json.Unmarshal([]byte(`{"metadata":{"name":"web","annotations":{"`+AnnotationReceipt+`":"{}","other":"x"}},"spec":{"ports":[{"port":80}]}}`), &with); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(`{"metadata":{"name":"api","labels":{"a":"b"}}}`), &without); err != nil {
+		t.Fatal(err)
+	}
+	if with.Metadata.Name != "web" || with.Metadata.Annotations.Receipt == nil || without.Metadata.Annotations.Receipt != nil {
+		t.Fatalf("read %+v and %+v", with, without)
 	}
 }

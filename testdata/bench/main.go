@@ -15,7 +15,7 @@
 //	benchtool footprint ...        binary and image sizes, dependency count, CSV rows
 //	benchtool report ...           the CSV as a Markdown table with ratios and targets
 //	benchtool names ...            cost against the namespace's size, CSV rows (scale.sh)
-//	benchtool seen NAME            (a run's command) say up, then seen once NAME resolves
+//	benchtool seen NAME KNOWN      (a run's command) say up, ready once KNOWN resolves, seen once NAME does
 //	benchtool scalereport ...      names' CSV as a Markdown section and an SVG plot
 package main
 

@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/csv"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,6 +80,7 @@ func names(args []string) error {
 
 type namesDriver struct {
 	plug, tool, home, profile, kubectl, ns, work string
+	resolv                                       string // the runs' resolv.conf (startSeen)
 	counts                                       []int
 	starts, runs                                 int
 	made                                         int // Services svc-00000… made so far
@@ -129,7 +133,9 @@ func (d *namesDriver) makeServices(n int) error {
 }
 
 // size makes the namespace hold n Services, waits until a run resolves
-// the last, and measures the agent's memory and -starts starts.
+// the last, and measures the agent's memory and -starts starts of a
+// command that looks no name up (true) and of one that looks the last
+// Service up (getent hosts).
 func (d *namesDriver) size(n int) error {
 	if err := d.makeServices(n); err != nil {
 		return err
@@ -145,20 +151,36 @@ func (d *namesDriver) size(n int) error {
 	if err != nil {
 		return err
 	}
-	var took []time.Duration
-	for range d.starts {
-		start := time.Now()
-		if _, err := output(d.plugCmd("-c", "--", "true")); err != nil {
-			return err
-		}
-		took = append(took, time.Since(start))
+	took, err := d.timeStarts("true")
+	if err != nil {
+		return err
 	}
-	d.logf("%d Services: agent %.1f MB; plug -c -- true %v", n, mb(idle), took)
+	looked, err := d.timeStarts("getent", "hosts", last)
+	if err != nil {
+		return err
+	}
+	d.logf("%d Services: agent %.1f MB; plug -c -- true %v; plug -c -- getent hosts %s %v", n, mb(idle), took, last, looked)
 	d.row("size", n, "rss_mb", mb(idle))
 	d.row("size", n, "start_p50_ms", ms(percentile(took, 50)))
 	d.row("size", n, "start_max_ms", ms(slices.Max(took)))
 	d.row("size", n, "starts", float64(len(took)))
+	d.row("size", n, "lookup_p50_ms", ms(percentile(looked, 50)))
+	d.row("size", n, "lookup_max_ms", ms(slices.Max(looked)))
 	return nil
+}
+
+// timeStarts runs plug -c -- CMD -starts times, one after the other, and
+// returns how long each took from start to exit.
+func (d *namesDriver) timeStarts(cmd ...string) ([]time.Duration, error) {
+	var took []time.Duration
+	for range d.starts {
+		start := time.Now()
+		if _, err := output(d.plugCmd(append([]string{"-c", "--"}, cmd...)...)); err != nil {
+			return nil, err
+		}
+		took = append(took, time.Since(start))
+	}
+	return took, nil
 }
 
 // concurrent starts d.runs runs at once, each waiting for a Service that
@@ -171,6 +193,15 @@ func (d *namesDriver) concurrent(n int) error {
 		return fmt.Errorf("the agent's process was not found")
 	}
 	fresh := fmt.Sprintf("fresh-%d", time.Now().Unix())
+	d.resolv = filepath.Join(d.work, "resolv.conf")
+	if err := os.WriteFile(d.resolv, []byte("# the bench's runs: every name but the cluster's is unknown\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+		return err
+	}
+	stopDNS, err := serveNXDomain("127.0.0.1:53")
+	if err != nil {
+		return fmt.Errorf("the runs' nameserver: %w", err)
+	}
+	defer stopDNS()
 	d.agent.reset()
 	cpu0 := cpuTime(pid)
 	runs := make([]*seenRun, d.runs)
@@ -180,7 +211,7 @@ func (d *namesDriver) concurrent(n int) error {
 	for i := range runs {
 		wg.Go(func() {
 			starting <- struct{}{}
-			runs[i] = d.startSeen(i, fresh)
+			runs[i] = d.startSeen(i, fresh, serviceName(n-1))
 			<-starting
 		})
 	}
@@ -204,23 +235,35 @@ func (d *namesDriver) concurrent(n int) error {
 		return fmt.Errorf("none of the %d runs started", d.runs)
 	}
 	allUp := time.Since(started)
+	var readies []time.Duration
+	readyBy := time.After(120 * time.Second)
+	for _, r := range up {
+		select {
+		case <-r.readyCh:
+			readies = append(readies, r.ready.Sub(r.began))
+		case <-readyBy:
+			return fmt.Errorf("%d of %d runs did not resolve %s within 120 s", len(up)-len(readies), len(up), serviceName(n-1))
+		}
+	}
 	cpu := cpuTime(pid) - cpu0
 	peak := d.agent.peak()
-	d.logf("%d runs with %d Services: all up after %s, agent %.1f MB, %.2f s CPU", d.runs, n, allUp, mb(peak), cpu.Seconds())
+	d.logf("%d runs with %d Services: all up after %s, all resolved a Service after %s, agent %.1f MB, %.2f s CPU", d.runs, n, allUp, time.Since(started), mb(peak), cpu.Seconds())
 	d.row("runs", n, "runs", float64(d.runs))
 	d.row("runs", n, "failed", float64(d.runs-len(up)))
 	d.row("runs", n, "start_p50_ms", ms(percentile(starts, 50)))
 	d.row("runs", n, "start_p99_ms", ms(percentile(starts, 99)))
+	d.row("runs", n, "ready_p50_ms", ms(percentile(readies, 50)))
+	d.row("runs", n, "ready_p99_ms", ms(percentile(readies, 99)))
 	d.row("runs", n, "rss_mb", mb(peak))
 	d.row("runs", n, "cpu_ms_per_run", ms(cpu)/float64(len(up)))
 
-	// What the agent sends its idle runs over a quiet second, then over
-	// the change.
-	quiet := time.Second
-	tx0 := txBytes(pid)
+	// What the agent sends its idle runs over quiet seconds (their
+	// keepalives' answers), then over the change.
+	quiet := 3 * time.Second
+	tx0 := sshSent(pid)
 	time.Sleep(quiet)
-	idleTx := txBytes(pid) - tx0
-	tx0 = txBytes(pid)
+	idleTx := sshSent(pid) - tx0
+	tx0 = sshSent(pid)
 	cmd := d.kubectlCmd("create", "service", "clusterip", fresh, "--clusterip=None", "--tcp=80")
 	if _, err := output(cmd); err != nil {
 		return err
@@ -237,7 +280,7 @@ func (d *namesDriver) concurrent(n int) error {
 		}
 	}
 	window := time.Since(created)
-	sent := txBytes(pid) - tx0 - int64(float64(idleTx)*window.Seconds()/quiet.Seconds())
+	sent := sshSent(pid) - tx0 - int64(float64(idleTx)*window.Seconds()/quiet.Seconds())
 	d.logf("%s resolved by every run: p50 %s, max %s; the agent sent %d bytes beyond idle", fresh, percentile(seen, 50), slices.Max(seen), sent)
 	d.row("change", n, "resolved_p50_ms", ms(percentile(seen, 50)))
 	d.row("change", n, "resolved_max_ms", ms(slices.Max(seen)))
@@ -270,20 +313,29 @@ func (d *namesDriver) concurrent(n int) error {
 // many.
 const startingAtOnce = 16
 
-// seenRun is one `plug -c -- benchtool seen NAME`.
+// seenRun is one `plug -c -- benchtool seen NAME KNOWN`.
 type seenRun struct {
-	cmd    *exec.Cmd
-	began  time.Time
-	up     time.Time // the command started
-	seen   time.Time // the command resolved the name
-	seenCh chan struct{}
-	err    error
-	once   sync.Once
+	cmd     *exec.Cmd
+	began   time.Time
+	up      time.Time // the command started
+	ready   time.Time // the command resolved KNOWN
+	readyCh chan struct{}
+	seen    time.Time // the command resolved the name
+	seenCh  chan struct{}
+	err     error
+	once    sync.Once
 }
 
-func (d *namesDriver) startSeen(i int, name string) *seenRun {
-	r := &seenRun{seenCh: make(chan struct{})}
-	r.cmd = d.plugCmd("-c", "--", d.tool, "seen", name)
+// startSeen starts run i, which resolves known, then waits for name. The
+// run is started in a mount namespace of its own whose /etc/resolv.conf
+// names only 127.0.0.1, where serveNXDomain answers: the lookups of name
+// before it exists, 20 a second from each run, end on this machine, not at
+// the machine's nameservers.
+func (d *namesDriver) startSeen(i int, name, known string) *seenRun {
+	r := &seenRun{readyCh: make(chan struct{}), seenCh: make(chan struct{})}
+	plug := d.plugCmd("-c", "--", d.tool, "seen", name, known)
+	r.cmd = exec.Command("unshare", append([]string{"-m", "--", "sh", "-c", `mount --bind "$0" /etc/resolv.conf && exec "$@"`, d.resolv}, plug.Args...)...)
+	r.cmd.Env = plug.Env
 	log, err := os.Create(filepath.Join(d.work, fmt.Sprintf("names-run-%03d.log", i+1)))
 	if err != nil {
 		r.err = err
@@ -302,6 +354,10 @@ func (d *namesDriver) startSeen(i int, name string) *seenRun {
 	}
 	r.up = time.Now()
 	go func() {
+		if lines.Scan() && lines.Text() == "ready" {
+			r.ready = time.Now()
+			close(r.readyCh)
+		}
 		if lines.Scan() && lines.Text() == "seen" {
 			r.seen = time.Now()
 			close(r.seenCh)
@@ -328,19 +384,44 @@ func (r *seenRun) stop() {
 	})
 }
 
-// seen (a run's command) says "up", waits until NAME is in /etc/hosts,
-// says "seen", and sleeps until signalled. It looks at the file's size and
-// time every 25 ms and reads it when they change (plug rewrites the run's
-// file in place); inotify would need an instance per run, more than a
-// user may have (fs.inotify.max_user_instances).
+// seen (a run's command) says "up", waits until KNOWN resolves, says
+// "ready", waits until NAME resolves, says "seen", and sleeps until
+// signalled.
 func seen(args []string) error {
-	if len(args) != 1 {
-		return fmt.Errorf("usage: benchtool seen NAME")
+	if len(args) != 2 {
+		return fmt.Errorf("usage: benchtool seen NAME KNOWN")
 	}
-	name := []byte(args[0])
 	fmt.Println("up")
+	if err := awaitName(args[1]); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	if err := awaitName(args[0]); err != nil {
+		return err
+	}
+	fmt.Println("seen")
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	<-stop // a bare select{} is a deadlock the runtime ends the program for
+	return nil
+}
+
+// awaitName returns once name resolves. Every 50 ms it asks the resolver
+// for name's IPv4 address (where the run answers the command's DNS, a name
+// resolves once looked up), and looks at /etc/hosts' size and time,
+// reading the file when they change (where the run writes every name
+// there at start and rewrites the file in place, which Go's resolver may
+// not read again for seconds); inotify would need an instance per run,
+// more than a user may have (fs.inotify.max_user_instances).
+func awaitName(name string) error {
 	var last os.FileInfo
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		addrs, _ := net.DefaultResolver.LookupIP(ctx, "ip4", name)
+		cancel()
+		if len(addrs) > 0 {
+			return nil
+		}
 		fi, err := os.Stat("/etc/hosts")
 		if err != nil {
 			return err
@@ -351,14 +432,12 @@ func seen(args []string) error {
 			if err != nil {
 				return err
 			}
-			if slices.ContainsFunc(bytes.Fields(hosts), func(f []byte) bool { return bytes.Equal(f, name) }) {
-				break
+			if slices.ContainsFunc(bytes.Fields(hosts), func(f []byte) bool { return string(f) == name }) {
+				return nil
 			}
 		}
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
-	fmt.Println("seen")
-	select {}
 }
 
 // cpuTime is the user and system time of process pid so far.
@@ -376,22 +455,23 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// txBytes is what the network namespace of process pid has sent, all
-// interfaces but loopback.
-func txBytes(pid int) int64 {
-	dev, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid))
+// agentSSHPort is the port the agent's container listens on for SSH
+// (deploy/plug-k8s.yaml).
+const agentSSHPort = 2222
+
+// sshSent is what the agent, process pid, has sent so far on its runs'
+// SSH connections that are open: the sum of their TCP sockets' bytes_sent
+// (ss, in the agent's network namespace), without its traffic to the API
+// server, whose bursts (the runs' records renewed) would hide a change's.
+func sshSent(pid int) int64 {
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", "ss", "-tinH", "state", "established", fmt.Sprintf("( sport = :%d )", agentSSHPort)).Output()
 	if err != nil {
 		return 0
 	}
 	var total int64
-	for _, line := range strings.Split(string(dev), "\n") {
-		iface, counters, ok := strings.Cut(line, ":")
-		if !ok || strings.TrimSpace(iface) == "lo" {
-			continue
-		}
-		f := strings.Fields(counters)
-		if len(f) >= 9 {
-			n, _ := strconv.ParseInt(f[8], 10, 64)
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "bytes_sent:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
 			total += n
 		}
 	}

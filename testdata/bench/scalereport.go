@@ -60,12 +60,13 @@ func scaleReport(args []string) error {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	p("### Cost against the cluster's size")
 	p("")
-	p("| Services in the namespace | `plug -c -- true`: p50 (max) | against 1 Service | agent RSS |")
-	p("|--:|--:|--:|--:|")
-	base := get("size", counts[0], "start_p50_ms")
+	p("| Services in the namespace | `plug -c -- true`: p50 (max) | against 1 Service | `plug -c -- getent hosts NAME`: p50 (max) | against 1 Service | agent RSS |")
+	p("|--:|--:|--:|--:|--:|--:|")
+	base, lookupBase := get("size", counts[0], "start_p50_ms"), get("size", counts[0], "lookup_p50_ms")
 	for _, n := range counts {
-		p("| %s | %s ms (%s) | %s | %s MB |", thousands(n), num("%.0f", get("size", n, "start_p50_ms")), num("%.0f", get("size", n, "start_max_ms")),
-			times(get("size", n, "start_p50_ms")/base), num("%.1f", get("size", n, "rss_mb")))
+		p("| %s | %s ms (%s) | %s | %s ms (%s) | %s | %s MB |", thousands(n), num("%.0f", get("size", n, "start_p50_ms")), num("%.0f", get("size", n, "start_max_ms")),
+			times(get("size", n, "start_p50_ms")/base), num("%.0f", get("size", n, "lookup_p50_ms")), num("%.0f", get("size", n, "lookup_max_ms")),
+			times(get("size", n, "lookup_p50_ms")/lookupBase), num("%.1f", get("size", n, "rss_mb")))
 	}
 	p("")
 	last := counts[len(counts)-1]
@@ -81,6 +82,7 @@ func scaleReport(args []string) error {
 		p("| with %s Services | measured |", thousands(last))
 		p("|---|--:|")
 		p("| %.0f runs started, 16 at a time: start p50 / p99 (failed to start) | %s / %s ms (%s) |", runs, num("%.0f", get("runs", last, "start_p50_ms")), num("%.0f", get("runs", last, "start_p99_ms")), num("%.0f", get("runs", last, "failed")))
+		p("| their command resolved a Service that exists (the first lookup, which waits for the list of names), from the start: p50 / p99 | %s / %s ms |", num("%.0f", get("runs", last, "ready_p50_ms")), num("%.0f", get("runs", last, "ready_p99_ms")))
 		p("| agent RSS with them (peak); each run | %s MB; %s KB |", num("%.1f", get("runs", last, "rss_mb")), num("%.0f", (get("runs", last, "rss_mb")-get("size", last, "rss_mb"))*1000/(runs-get("runs", last, "failed"))))
 		p("| agent CPU per run started | %s ms |", num("%.1f", get("runs", last, "cpu_ms_per_run")))
 		p("| one Service created: every run resolves it after kubectl returned, p50 / max | %s / %s ms |", num("%.0f", get("change", last, "resolved_p50_ms")), num("%.0f", get("change", last, "resolved_max_ms")))
@@ -90,7 +92,7 @@ func scaleReport(args []string) error {
 	}
 	p("![run start and agent memory against the namespace's size](%s)", *svgName)
 	p("")
-	p("Measured by `%s` on the local Kubernetes: the CLI on the node itself, the agent of deploy/plug-k8s.yaml in a namespace of its own, the Services headless (no ClusterIP, so kube-proxy programs nothing) with two ports and no pods. Start: from starting `plug -c -- true` to its exit, %s starts per size. The runs: `plug -c -- benchtool seen NAME`, 16 starting at any time (the runs all come from one address and set up their names on one machine); start is until the command ran. Bytes: what left the agent pod's network namespace between the Service's creation and the last run resolving it, beyond what it sends its runs in a quiet second.", *command, num("%.0f", get("size", counts[0], "starts")))
+	p("Measured by `%s` on the local Kubernetes: the CLI on the node itself, the agent of deploy/plug-k8s.yaml in a namespace of its own, the Services headless (no ClusterIP, so kube-proxy programs nothing) with two ports and no pods. Start: from starting `plug -c -- true` (a command that looks no name up) to its exit, %s starts per size, then as many of `plug -c -- getent hosts NAME` (one that looks up the last Service made), which asks for the agent's list of names. The runs: `plug -c -- benchtool seen NAME KNOWN`, 16 starting at any time (the runs all come from one address and set up their names on one machine); start is until the command ran; then each resolves KNOWN, the last Service made, and once every run has, NAME is created. Bytes: what the agent sent on its runs' SSH connections (their sockets' counters) between the Service's creation and the last run resolving it, beyond what it sends them in quiet seconds.", *command, num("%.0f", get("size", counts[0], "starts")))
 	fmt.Print(b.String())
 	if *svg != "" {
 		return os.WriteFile(*svg, plot(counts, get), 0o644)
@@ -104,15 +106,18 @@ func plot(counts []int, get func(string, int, string) float64) []byte {
 	const w, h, pad = 360, 240, 48
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", 2*w, h)
-	panel := func(x0 int, title, metric, unit string) {
-		var ys []float64
-		for _, n := range counts {
-			ys = append(ys, get("size", n, metric))
-		}
+	colors := []string{"#1f77b4", "#ff7f0e"}
+	// panel draws metrics, one line each, in colors' order.
+	panel := func(x0 int, title string, metrics []string, unit string) {
+		series := make([][]float64, len(metrics))
 		top := 0.0
-		for _, y := range ys {
-			if !math.IsNaN(y) {
-				top = max(top, y)
+		for i, metric := range metrics {
+			for _, n := range counts {
+				y := get("size", n, metric)
+				series[i] = append(series[i], y)
+				if !math.IsNaN(y) {
+					top = max(top, y)
+				}
 			}
 		}
 		top = niceCeil(top)
@@ -134,17 +139,19 @@ func plot(counts []int, get func(string, int, string) float64) []byte {
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">Services in the namespace</text>`+"\n", x0+w/2, h-pad+30)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" transform="rotate(-90 %d %d)">%s</text>`+"\n", x0+12, h/2, x0+12, h/2, unit)
-		var pts []string
-		for i, n := range counts {
-			if !math.IsNaN(ys[i]) {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", lx(n), ly(ys[i])))
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="#1f77b4"/>`+"\n", lx(n), ly(ys[i]))
+		for s, ys := range series {
+			var pts []string
+			for i, n := range counts {
+				if !math.IsNaN(ys[i]) {
+					pts = append(pts, fmt.Sprintf("%.1f,%.1f", lx(n), ly(ys[i])))
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", lx(n), ly(ys[i]), colors[s])
+				}
 			}
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), colors[s])
 		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#1f77b4" stroke-width="2"/>`+"\n", strings.Join(pts, " "))
 	}
-	panel(0, "plug -c -- true, p50", "start_p50_ms", "ms")
-	panel(w, "agent RSS", "rss_mb", "MB")
+	panel(0, "p50: plug -c -- true (blue), getent hosts NAME (orange)", []string{"start_p50_ms", "lookup_p50_ms"}, "ms")
+	panel(w, "agent RSS", []string{"rss_mb"}, "MB")
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }

@@ -31,14 +31,17 @@ import (
 // resolver lets the run answer names as CMD looks them up (on Linux, the
 // run's own DNS responder), a name gets its address and listeners only
 // then: a run's cost follows the names its programs use, and CMD starts
-// at once, the catalogs awaited and planned beside it, a lookup waiting
-// for that plan (namesWait at most, as CMD would have waited to start).
-// Elsewhere every name gets them at start.
+// at once. The agents' catalogs are asked for only at CMD's first lookup
+// (a command that looks nothing up costs nothing for them, whatever the
+// cluster holds), and that lookup waits for them and their plan (namesWait
+// at most, as CMD would have waited to start). Elsewhere the catalogs are
+// asked for at once and every name gets its address and listeners at
+// start.
 
 const (
 	// namesWait bounds the wait for the agents' first catalogs before CMD
-	// starts, or (lazy) before a lookup is answered; names that come later
-	// are added as they come.
+	// starts, or (lazy) from CMD's first lookup before it is answered;
+	// names that come later are added as they come.
 	namesWait = 5 * time.Second
 	// maxListeners bounds the ports one run listens on.
 	maxListeners = 4096
@@ -69,11 +72,16 @@ type consumer struct {
 	plan         localnames.Plan
 	byKey        map[localnames.Key]tunnel.ClusterName
 	catalogNotes []string
+	planOf       []tunnel.ClusterName // the names of the plan's one profile (nil: several)
 	// lazy: names get their addresses and listeners when CMD looks them
 	// up (Resolver.Answer); eager says why not, when not.
 	lazy   bool
 	eager  string
 	looked map[localnames.Key]bool // lazy: the names CMD looked up
+	// wanted is closed at CMD's first lookup (lazy): the catalogs are
+	// asked for then.
+	wanted     chan struct{}
+	wantedOnce sync.Once
 	// planned is closed once the first reconcile is done: a lookup
 	// waits for it (or for stop).
 	planned     chan struct{}
@@ -105,9 +113,9 @@ type closer interface{ close() }
 // which give a run a hosts file of their own on any system).
 var newResolver = localnames.NewResolver
 
-// consume sets up the names of every session of the run, waiting a moment
-// for the agents' first catalogs (lazy: beside CMD, see lookup), and keeps
-// them current until close.
+// consume sets up the names of every session of the run, asking for the
+// agents' catalogs and waiting a moment for them (lazy: at CMD's first
+// lookup, see lookup), and keeps them current until close.
 // When names cannot resolve on this machine, it says why once and CMD runs
 // without them. allAtStart gives every name its address and listeners at
 // start even where the resolver could answer them as CMD looks them up:
@@ -123,6 +131,7 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 		told:      map[string]bool{},
 		known:     map[localnames.Key]bool{},
 		looked:    map[localnames.Key]bool{},
+		wanted:    make(chan struct{}),
 		planned:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -152,22 +161,36 @@ func (c *cli) consume(runs []*session, allAtStart bool) *consumer {
 		co.say("the cluster names go in this machine's hosts file, which every plug run shares: a host name several runs publish reaches the cluster of the run that published it first, and each run's names also answer as NAME.PROFILE")
 	}
 	if !co.lazy {
+		co.askCatalogs()
 		co.awaitCatalogs()
 		co.reconcile()
 		co.keepCurrent()
 		return co
 	}
 	// Receiving and planning a large namespace's catalog is not on the
-	// way to CMD: a lookup waits for it instead.
+	// way to CMD: it is asked for at the first lookup, which waits for it.
 	co.done.Add(1)
 	go func() {
 		defer co.done.Done()
+		select {
+		case <-co.wanted:
+		case <-co.stop:
+			return
+		}
+		co.askCatalogs()
 		if co.awaitCatalogs() {
 			co.reconcile()
 			co.keepCurrent()
 		}
 	}()
 	return co
+}
+
+// askCatalogs has every session's agent tell its catalog.
+func (co *consumer) askCatalogs() {
+	for _, p := range co.profiles {
+		p.session.AskNames()
+	}
 }
 
 // keepCurrent reconciles at every change of a catalog until close.
@@ -181,7 +204,7 @@ func (co *consumer) keepCurrent() {
 }
 
 // awaitCatalogs waits, up to namesWait in all, for every session's first
-// catalog; false if the run closed meanwhile.
+// catalog, once asked for; false if the run closed meanwhile.
 func (co *consumer) awaitCatalogs() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), namesWait)
 	defer cancel()
@@ -291,12 +314,15 @@ func (co *consumer) close() {
 func (co *consumer) reconcile() {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	co.planNames()
+	changed, all := co.planNames()
 	reached, err := co.settle()
-	if co.lazy {
-		reached = slices.SortedFunc(maps.Keys(co.plan.Hosts), compareKeys)
-	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case co.lazy && !all:
+		co.tellChanged(changed)
+	case co.lazy:
+		co.tellNames(slices.SortedFunc(maps.Keys(co.plan.Hosts), compareKeys))
+	default:
 		co.tellNames(reached)
 	}
 	co.plannedOnce.Do(func() { close(co.planned) })
@@ -304,11 +330,13 @@ func (co *consumer) reconcile() {
 
 // lookup answers a host name CMD looks up (lazy): a name of the run gets
 // its address and listeners now, if it has none yet, and the address is
-// returned once they are open. A lookup made before the first plan waits
-// for it: for the agents' first catalogs, namesWait at most from the run's
-// start, then for their planning; the answer is then the one CMD would
-// have had had it started after them.
+// returned once they are open. The first lookup asks for the agents'
+// catalogs, and a lookup made before the first plan waits for it: for the
+// catalogs, namesWait at most from the first lookup, then for their
+// planning; the answer is then the one CMD would have had had it started
+// after them.
 func (co *consumer) lookup(host string) (netip.Addr, bool) {
+	co.wantedOnce.Do(func() { close(co.wanted) })
 	select {
 	case <-co.planned:
 	case <-co.stop:
@@ -328,17 +356,16 @@ func (co *consumer) lookup(host string) (netip.Addr, bool) {
 	return addr, ok
 }
 
-// planNames reads the catalogs and plans their host names.
-func (co *consumer) planNames() {
+// planNames reads the catalogs and plans their host names: only the names
+// that changed since the last plan where the plan can be updated (one
+// profile: a change costs what it changes), every name otherwise. It
+// returns the names that changed, or all when every name was planned.
+func (co *consumer) planNames() (changed []localnames.Key, all bool) {
 	var profiles []localnames.Profile
-	byKey := map[localnames.Key]tunnel.ClusterName{}
 	var notes []string
-	for i, p := range co.profiles {
+	for _, p := range co.profiles {
 		cat, _, _ := p.session.Catalog()
 		profiles = append(profiles, localnames.Profile{Name: p.name, Names: cat.Names})
-		for _, n := range cat.Names {
-			byKey[localnames.Key{Profile: i, Name: n.Name}] = n
-		}
 		if cat.Unavailable != "" {
 			notes = append(notes, "warning: "+co.prefix(p.name)+cat.Unavailable)
 		}
@@ -346,8 +373,36 @@ func (co *consumer) planNames() {
 			notes = append(notes, co.prefix(p.name)+note)
 		}
 	}
+	if co.planOf != nil {
+		set, gone := tunnel.DiffNames(co.planOf, profiles[0].Names)
+		if co.plan.Update(set, gone, co.reserved) {
+			for _, name := range gone {
+				k := localnames.Key{Profile: 0, Name: name}
+				delete(co.byKey, k)
+				changed = append(changed, k)
+			}
+			for _, n := range set {
+				k := localnames.Key{Profile: 0, Name: n.Name}
+				co.byKey[k] = n
+				changed = append(changed, k)
+			}
+			co.planOf, co.catalogNotes = profiles[0].Names, append(notes, co.plan.Notes...)
+			return changed, false
+		}
+	}
+	byKey := map[localnames.Key]tunnel.ClusterName{}
+	for i, p := range profiles {
+		for _, n := range p.Names {
+			byKey[localnames.Key{Profile: i, Name: n.Name}] = n
+		}
+	}
 	co.plan = localnames.PlanHosts(profiles, co.reserved, co.res.Shared())
 	co.byKey, co.catalogNotes = byKey, append(notes, co.plan.Notes...)
+	co.planOf = nil
+	if len(profiles) == 1 {
+		co.planOf = profiles[0].Names
+	}
+	return nil, true
 }
 
 // settle gives the names of the plan (lazy: those CMD looked up) their
@@ -560,7 +615,6 @@ func (co *consumer) tellNames(keys []localnames.Key) {
 			gone = append(gone, co.prefix(co.profiles[k.Profile].name)+k.Name)
 		}
 	}
-	slices.Sort(gone)
 	first := !co.started
 	co.known, co.started = now, true
 	switch {
@@ -569,12 +623,38 @@ func (co *consumer) tellNames(keys []localnames.Key) {
 	case first:
 		co.say(fmt.Sprintf("the command reaches %d cluster name(s) by name: %s", len(added), shortList(added)))
 	default:
-		if len(added) > 0 {
-			co.say("new in the cluster: " + shortList(added))
+		co.tellCameAndWent(added, gone)
+	}
+}
+
+// tellChanged says which of keys, the names that changed since the last
+// reconcile, the run's programs now reach by a host name of their own
+// (lazy: once looked up), and which they no longer do.
+func (co *consumer) tellChanged(keys []localnames.Key) {
+	var added, gone []string
+	for _, k := range keys {
+		label := co.prefix(co.profiles[k.Profile].name) + k.Name
+		switch own := len(co.plan.Hosts[k]) > 0; {
+		case own && !co.known[k]:
+			co.known[k] = true
+			added = append(added, label)
+		case !own && co.known[k]:
+			delete(co.known, k)
+			gone = append(gone, label)
 		}
-		if len(gone) > 0 {
-			co.say("gone from the cluster: " + shortList(gone))
-		}
+	}
+	slices.Sort(added)
+	co.tellCameAndWent(added, gone)
+}
+
+// tellCameAndWent says which names came to the cluster and which went.
+func (co *consumer) tellCameAndWent(added, gone []string) {
+	slices.Sort(gone)
+	if len(added) > 0 {
+		co.say("new in the cluster: " + shortList(added))
+	}
+	if len(gone) > 0 {
+		co.say("gone from the cluster: " + shortList(gone))
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"plug/keys"
 	"plug/tunnel"
 	"plug/tunnel/tunneltest"
@@ -48,6 +50,13 @@ func newCluster(t *testing.T, store keys.Store, profile string) *cluster {
 func startAgentFor(t *testing.T, store keys.Store, profile string, platform tunnel.Platform) {
 	t.Helper()
 	addr, hostKey, _ := tunneltest.StartAgent(t, platform)
+	addProfile(t, store, profile, addr, hostKey)
+}
+
+// addProfile adds a profile for the agent at addr, with a key pair, to
+// store.
+func addProfile(t *testing.T, store keys.Store, profile, addr string, hostKey ssh.PublicKey) {
+	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
 	portNum, _ := strconv.Atoi(port)
 	if err := store.AddProfile(keys.Profile{Name: profile, Host: host, Port: portNum, HostKey: keys.AuthorizedKey(hostKey)}, false); err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,8 +24,9 @@ import (
 // TestNamesAnswerAsLookedUp: the command's resolv.conf names the run's
 // responder; a name resolves by every form once looked up, and only then
 // enters the command's hosts file; a name the cluster gains during the
-// run resolves a moment later and answers by name; the machine's own
-// names (localhost) resolve as before.
+// run resolves a moment later and answers by name, and stops resolving
+// once the cluster loses it; the machine's own names (localhost) resolve
+// as before.
 func TestNamesAnswerAsLookedUp(t *testing.T) {
 	if os.Geteuid() != 0 {
 		clustertest.Unavailable(t, "a run answers DNS on port 53, which needs root or plug setup: run the tests as root")
@@ -37,7 +39,8 @@ func TestNamesAnswerAsLookedUp(t *testing.T) {
 getent hosts web web.shop web.shop.svc web.shop.svc.cluster.local localhost > forms
 cp /etc/hosts hosts-after; touch started
 until getent hosts api > /dev/null; do sleep 0.01; done; touch resolved
-curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
+curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached
+while getent hosts api > /dev/null; do sleep 0.01; done; touch gone`
 	done := make(chan string, 1)
 	go func() {
 		_, _, stderr := runPlug(t, "-p", "shop", "-c", "--", "sh", "-c", "cd "+dir+" && "+script)
@@ -49,6 +52,8 @@ curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
 	waitFile(t, filepath.Join(dir, "resolved"), clustertest.Settle)
 	t.Logf("a new Service resolved by name after %s", time.Since(added))
 	waitFile(t, filepath.Join(dir, "reached"), clustertest.Settle)
+	c.platform.SetNames(k8sName("web", "shop", 18080), k8sName("other", "shop", 18082))
+	waitFile(t, filepath.Join(dir, "gone"), clustertest.Settle)
 	stderr := <-done
 	t.Logf("plug:\n%s", stderr)
 
@@ -78,8 +83,10 @@ curl -sS --max-time 5 http://api.shop:18081/ > answer; touch reached`
 	if got := read("answer"); got != "hello from api\n" {
 		t.Errorf("api answered %q", got)
 	}
-	if !strings.Contains(stderr, "new in the cluster: api") {
-		t.Errorf("plug did not say api came:\n%s", stderr)
+	for _, want := range []string{"new in the cluster: api", "gone from the cluster: api"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("plug did not say %q:\n%s", want, stderr)
+		}
 	}
 }
 
@@ -129,6 +136,41 @@ func TestLookupBeforeTheCatalogResolves(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "the command reaches 1 cluster name(s) by name: web") {
 		t.Errorf("plug did not say which names the command reaches:\n%s", stderr)
+	}
+}
+
+// TestCatalogOnlyForACommandThatLooksUp: a run that answers its
+// command's DNS asks for the agent's catalog at the command's first
+// lookup: a command that looks nothing up is sent nothing of a large
+// namespace, and one that looks a name up is sent the catalog and
+// resolves the name.
+func TestCatalogOnlyForACommandThatLooksUp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		clustertest.Unavailable(t, "a run answers DNS on port 53, which needs root or plug setup: run the tests as root")
+	}
+	store := useHome(t)
+	p := tunneltest.NewPlatform()
+	var names []tunnel.ClusterName
+	for i := range 2000 {
+		names = append(names, k8sName(fmt.Sprintf("svc-%04d", i), "shop", 80))
+	}
+	p.SetNames(names...)
+	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	proxy := tunneltest.NewProxy(t, addr)
+	addProfile(t, store, "shop", proxy.Addr(), hostKey)
+
+	if code, _, stderr := runPlug(t, "-p", "shop", "-c", "--", "true"); code != 0 {
+		t.Fatalf("plug -c -- true: exit %d\n%s", code, stderr)
+	}
+	quiet := proxy.Down()
+	code, stdout, stderr := runPlug(t, "-p", "shop", "-c", "--", "getent", "hosts", "svc-1999.shop")
+	looked := proxy.Down() - quiet
+	if f := strings.Fields(stdout); code != 0 || len(f) < 2 || !strings.HasPrefix(f[0], "127.") {
+		t.Fatalf("getent hosts svc-1999.shop: exit %d, %q\n%s", code, stdout, stderr)
+	}
+	t.Logf("the agent sent %d bytes to a run whose command looked nothing up, %d to one that looked a name up", quiet, looked)
+	if quiet*4 > looked {
+		t.Fatalf("a run whose command looked nothing up was sent %d bytes, one that looked a name up %d: want the catalog sent only to the second", quiet, looked)
 	}
 }
 

@@ -185,6 +185,8 @@ func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) 
 			Events:  func(e tunnel.Event) { c.event(prefix, e) },
 			Profile: t.profile.Name,
 			Asks:    asks,
+			// The names come when the run needs them (consume.go).
+			NamesWhenAsked: true,
 		})
 		if err != nil {
 			return runs, fmt.Errorf("%s%v", prefix, err)

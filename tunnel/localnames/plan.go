@@ -2,6 +2,7 @@ package localnames
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,6 +29,11 @@ type Plan struct {
 	Hosts map[Key][]string // each name's host names, in the order given
 	Owner map[string]Key   // the name each host name of Hosts reaches
 	Notes []string         // names left out, clashes and how they were settled
+
+	// For Update, in a plan of one profile without qualified names:
+	single    bool
+	noted     map[Key][]string // the notes of each name, which make Notes
+	contested map[string]bool  // host names several names have (the first took it)
 }
 
 // PlanHosts gives each name of the run its host names: the forms its
@@ -45,6 +51,13 @@ func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {
 		count += len(p.Names)
 	}
 	plan := Plan{Hosts: make(map[Key][]string, count), Owner: make(map[string]Key, 4*count)}
+	plan.single = len(profiles) == 1 && !qualified
+	if plan.single {
+		plan.noted, plan.contested = map[Key][]string{}, map[string]bool{}
+		plan.claimForms(profiles[0].Names, reserved)
+		plan.Notes = plan.notesInOrder()
+		return plan
+	}
 	type clash struct {
 		winner int // the profile that keeps the host names
 		loser  Key // the name that does not get them
@@ -60,30 +73,18 @@ func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {
 	for i, p := range profiles {
 		for _, n := range p.Names {
 			k := Key{i, n.Name}
-			for f := -1; f < len(n.Aliases); f++ {
-				form := n.Name
-				if f >= 0 {
-					form = n.Aliases[f]
-				}
-				host := strings.ToLower(form)
-				if err := checkHostName(host); err != nil {
-					plan.Notes = append(plan.Notes, fmt.Sprintf("%s%v: programs cannot reach it by that name", prefixOf(profiles, i), err))
-					continue
-				}
-				if slices.Contains(reserved, host) {
-					plan.Notes = append(plan.Notes, fmt.Sprintf("%s%s is left out: it is a name of this machine", prefixOf(profiles, i), host))
-					continue
-				}
+			note := func(note string) { plan.Notes = append(plan.Notes, prefixOf(profiles, i)+note) }
+			formHosts(n, reserved, note, func(host string) {
 				if first, taken := plan.Owner[host]; taken && first.Profile != i {
 					c := clash{first.Profile, k}
 					if clashes[c] == nil {
 						order = append(order, c)
 					}
 					clashes[c] = append(clashes[c], host)
-					continue
+					return
 				}
 				claim(k, host)
-			}
+			})
 		}
 	}
 	if len(profiles) > 1 || qualified {
@@ -111,6 +112,107 @@ func PlanHosts(profiles []Profile, reserved []string, qualified bool) Plan {
 			them, profiles[c.winner].Name, profiles[c.loser.Profile].Name, reach))
 	}
 	return plan
+}
+
+// claimForms gives each of names, all of profile 0 of a single plan, in
+// order, the host names of its forms that no name before it took; a form
+// that is not a valid host name, or is one of reserved, is noted.
+func (p *Plan) claimForms(names []tunnel.ClusterName, reserved []string) {
+	for _, n := range names {
+		k := Key{0, n.Name}
+		note := func(note string) { p.noted[k] = append(p.noted[k], note) }
+		formHosts(n, reserved, note, func(host string) {
+			switch owner, taken := p.Owner[host]; {
+			case !taken:
+				p.Owner[host] = k
+				p.Hosts[k] = append(p.Hosts[k], host)
+			case owner != k:
+				p.contested[host] = true
+			}
+		})
+	}
+}
+
+// formHosts calls use with each form of n (its name, then its aliases) as
+// a host name, lower case, and note with why for each form left out: one
+// that is not a valid host name, or is one of reserved.
+func formHosts(n tunnel.ClusterName, reserved []string, note, use func(string)) {
+	for f := -1; f < len(n.Aliases); f++ {
+		form := n.Name
+		if f >= 0 {
+			form = n.Aliases[f]
+		}
+		host := strings.ToLower(form)
+		if err := checkHostName(host); err != nil {
+			note(fmt.Sprintf("%v: programs cannot reach it by that name", err))
+			continue
+		}
+		if slices.Contains(reserved, host) {
+			note(fmt.Sprintf("%s is left out: it is a name of this machine", host))
+			continue
+		}
+		use(host)
+	}
+}
+
+// notesInOrder is the notes of a single plan, its names' in name order.
+func (p *Plan) notesInOrder() []string {
+	var notes []string
+	for _, k := range slices.SortedFunc(maps.Keys(p.noted), func(a, b Key) int { return strings.Compare(a.Name, b.Name) }) {
+		notes = append(notes, p.noted[k]...)
+	}
+	return notes
+}
+
+// Update brings a plan that PlanHosts made of one profile, without
+// qualified names, to that profile's names with set added or changed and
+// gone removed (tunnel.DiffNames), planning only those: the same plan as
+// PlanHosts of the new names would be. It returns false, the plan then
+// to be made anew with PlanHosts, when the change touches a host name
+// several names have, whose owner depends on the names' order, or when
+// the plan is not of one profile.
+func (p *Plan) Update(set []tunnel.ClusterName, gone, reserved []string) bool {
+	if !p.single {
+		return false
+	}
+	drop := func(name string) bool {
+		k := Key{0, name}
+		for _, host := range p.Hosts[k] {
+			if p.contested[host] {
+				return false
+			}
+			delete(p.Owner, host)
+		}
+		delete(p.Hosts, k)
+		delete(p.noted, k)
+		return true
+	}
+	for _, name := range gone {
+		if !drop(name) {
+			return false
+		}
+	}
+	for _, n := range set {
+		if !drop(n.Name) {
+			return false
+		}
+	}
+	free := true
+	for _, n := range set {
+		formHosts(n, reserved, func(string) {}, func(host string) {
+			if owner, taken := p.Owner[host]; taken && owner.Name != n.Name {
+				free = false
+			}
+		})
+	}
+	if !free {
+		return false
+	}
+	p.claimForms(set, reserved)
+	if len(p.noted) > 0 || len(p.Notes) > 0 {
+		p.Notes = p.notesInOrder()
+	}
+	return true
 }
 
 // prefixOf labels a note about profile i when the run has several.

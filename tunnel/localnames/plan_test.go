@@ -1,8 +1,12 @@
 package localnames
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,5 +83,70 @@ func TestHostsTextPutsTheRunsNamesFirst(t *testing.T) {
 		"127.0.0.1 localhost\n::1 localhost\n"
 	if text != want {
 		t.Fatalf("got\n%s\nwant\n%s", text, want)
+	}
+}
+
+// TestPlanUpdateIsThePlanOfTheNewNames: a plan of one profile brought up
+// to date by Update, change after change, is the plan PlanHosts makes of
+// the names as they are then, notes included; Update declines (and the
+// plan is made anew) only when a host name several names have is at
+// stake, and takes a Kubernetes namespace's changes.
+func TestPlanUpdateIsThePlanOfTheNewNames(t *testing.T) {
+	reserved := []string{"localhost", "laptop"}
+	pool := []tunnel.ClusterName{
+		k8sName("web", "shop", 80),
+		k8sName("api", "shop", 80),
+		k8sName("laptop", "shop", 22),
+		{Name: "bad name!", Ports: []int{80}},
+		{Name: "db", Aliases: []string{"db.shop", "DB.other"}, Ports: []int{5432}},
+		{Name: "db2", Aliases: []string{"db.shop"}, Ports: []int{5432}}, // wants db's alias
+		{Name: "web", Aliases: []string{"www"}, Ports: []int{8080}},     // web changed
+		k8sName("zed", "shop", 9000),
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var names []tunnel.ClusterName
+	plan := PlanHosts([]Profile{{Name: "p", Names: names}}, reserved, false)
+	updated := 0
+	for step := range 400 {
+		byName := map[string]tunnel.ClusterName{}
+		for _, n := range names {
+			byName[n.Name] = n
+		}
+		for range 1 + rng.IntN(3) {
+			n := pool[rng.IntN(len(pool))]
+			if _, ok := byName[n.Name]; ok && rng.IntN(2) == 0 {
+				delete(byName, n.Name)
+			} else {
+				byName[n.Name] = n
+			}
+		}
+		next := slices.SortedFunc(maps.Values(byName), func(a, b tunnel.ClusterName) int { return strings.Compare(a.Name, b.Name) })
+		set, gone := tunnel.DiffNames(names, next)
+		names = next
+		want := PlanHosts([]Profile{{Name: "p", Names: names}}, reserved, false)
+		if !plan.Update(set, gone, reserved) {
+			plan = want
+			continue
+		}
+		updated++
+		if !reflect.DeepEqual(plan.Hosts, want.Hosts) || !reflect.DeepEqual(plan.Owner, want.Owner) || !reflect.DeepEqual(plan.Notes, want.Notes) {
+			t.Fatalf("step %d, names %v: updated plan\n%+v\nwant\n%+v", step, names, plan, want)
+		}
+	}
+	if updated < 100 {
+		t.Fatalf("Update took %d of 400 changes", updated)
+	}
+
+	var shop []tunnel.ClusterName
+	for i := range 1000 {
+		shop = append(shop, k8sName(fmt.Sprintf("svc-%04d", i), "shop", 80))
+	}
+	plan = PlanHosts([]Profile{{Name: "p", Names: shop}}, reserved, false)
+	fresh := k8sName("fresh", "shop", 80)
+	if !plan.Update([]tunnel.ClusterName{fresh}, []string{"svc-0001"}, reserved) || plan.Owner["fresh.shop.svc"] != (Key{0, "fresh"}) || len(plan.Hosts[Key{0, "svc-0001"}]) != 0 {
+		t.Fatalf("a namespace's change was not taken: %v, %v", plan.Owner["fresh.shop.svc"], plan.Hosts[Key{0, "svc-0001"}])
+	}
+	if two := PlanHosts([]Profile{{Name: "a"}, {Name: "b"}}, reserved, false); two.Update([]tunnel.ClusterName{fresh}, nil, reserved) {
+		t.Fatal("Update took a change of a plan of two profiles")
 	}
 }
