@@ -120,11 +120,7 @@ func TestCarryRefusesAtOnce(t *testing.T) {
 // again: what it sends grows with the runs, not with the names.
 func TestCatalogChangeCostsEachRunOneSmallMessage(t *testing.T) {
 	const runs, names = 200, 2000
-	var cluster []tunnel.ClusterName
-	for i := range names {
-		n := fmt.Sprintf("service-%04d", i)
-		cluster = append(cluster, tunnel.ClusterName{Name: n, Aliases: []string{n + ".shop", n + ".shop.svc", n + ".shop.svc.cluster.local"}, Ports: []int{80, 9090}})
-	}
+	cluster := shopNamespace(names)
 	p := tunneltest.NewPlatform()
 	p.SetNames(cluster...)
 	addr, hostKey, _ := tunneltest.StartAgent(t, p, func(a *tunnel.Agent) { a.Limits = tunnel.Limits{Runs: runs + 1, RunsPerKey: runs, ConnsPerKey: runs} })
@@ -166,11 +162,7 @@ func TestCatalogChangeCostsEachRunOneSmallMessage(t *testing.T) {
 // each change, also after a reconnect.
 func TestCatalogOnlyWhenAsked(t *testing.T) {
 	const names = 2000
-	var cluster []tunnel.ClusterName
-	for i := range names {
-		n := fmt.Sprintf("service-%04d", i)
-		cluster = append(cluster, tunnel.ClusterName{Name: n, Aliases: []string{n + ".shop", n + ".shop.svc", n + ".shop.svc.cluster.local"}, Ports: []int{80, 9090}})
-	}
+	cluster := shopNamespace(names)
 	p := tunneltest.NewPlatform()
 	p.SetNames(cluster...)
 	addr, hostKey, _ := tunneltest.StartAgent(t, p)
@@ -201,4 +193,16 @@ func TestCatalogOnlyWhenAsked(t *testing.T) {
 	waitCatalog(t, lazy, 20*time.Second, "fresh and the first name gone after the reconnect", func(c tunnel.Catalog) bool {
 		return !hasName("fresh", 8080)(c) && !hasName(cluster[0].Name, 80)(c) && hasName(cluster[names-1].Name, 80)(c)
 	})
+}
+
+// shopNamespace is the catalog of a Kubernetes namespace "shop" of n
+// Services service-0000…, two ports each, with the aliases the platform
+// gives them.
+func shopNamespace(n int) []tunnel.ClusterName {
+	var cluster []tunnel.ClusterName
+	for i := range n {
+		name := fmt.Sprintf("service-%04d", i)
+		cluster = append(cluster, tunnel.ClusterName{Name: name, Aliases: []string{name + ".shop", name + ".shop.svc", name + ".shop.svc.cluster.local"}, Ports: []int{80, 9090}})
+	}
+	return cluster
 }
