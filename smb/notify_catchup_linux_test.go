@@ -4,10 +4,15 @@ package smb
 
 import (
 	"encoding/binary"
+	"net"
 	"slices"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"plug/smb/internal/wire"
+	"plug/tunnel/clustertest"
 )
 
 // TestNotifyCatchUp: a directory's first CHANGE_NOTIFY is told of a
@@ -38,6 +43,13 @@ func TestNotifyCatchUp(t *testing.T) {
 	notify = le.AppendUint32(notify, filterFileName)
 	notify = le.AppendUint32(notify, 0)
 	mid := watcher.send(wire.ChangeNotify, notify)
+	// The change is asked for once the CHANGE_NOTIFY has arrived: its
+	// bytes acknowledged by the server's kernel, which stamped them. (Sent
+	// is not arrived: on a busy machine the kernel may take another
+	// connection's later segment first.)
+	clustertest.Until(t, 10*time.Second, "the server's kernel to acknowledge the CHANGE_NOTIFY", func() bool {
+		return unacknowledged(t, watcher.nc) == 0
+	})
 
 	other.create(`watched\after.txt`, fileCreate, optNonDirectory)
 	for range maxIO {
@@ -84,4 +96,20 @@ func notifyNames(t *testing.T, body []byte) []string {
 		b = b[next:]
 	}
 	return out
+}
+
+// unacknowledged is how many bytes written to the TCP connection nc its
+// peer's kernel has not acknowledged yet (SIOCOUTQ).
+func unacknowledged(t *testing.T, nc net.Conn) int {
+	t.Helper()
+	rc, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCOUTQ) }); err != nil || ierr != nil {
+		t.Fatalf("SIOCOUTQ: %v %v", err, ierr)
+	}
+	return n
 }
