@@ -34,11 +34,18 @@ func (p *Platform) sliceChanged(s k8sapi.EndpointSlice) {
 
 // serviceChanges returns what to call with each change of the namespace's
 // Services: a change of the route of a name held here (not of its
-// heartbeat) is checked by the guard, and proved again, at once.
+// heartbeat) is checked by the guard, and proved again, at once. Only the
+// routes of held names are kept, so that the Services of a large
+// namespace cost nothing here: the first change of a name after it is
+// held counts as a change of its route.
 func (p *Platform) serviceChanges() func(k8sapi.Service) {
-	routes := map[string]string{} // by name, of the Services seen; calls never overlap
+	routes := map[string]string{} // by name, of the held Services seen; calls never overlap
 	return func(svc k8sapi.Service) {
 		name := svc.Metadata.Name
+		if p.holdingOf(name) == nil {
+			delete(routes, name)
+			return
+		}
 		route := fmt.Sprint(svc.Spec.Type, svc.Spec.ClusterIP, selectorString(svc.Spec.Selector), svc.Spec.Ports)
 		if svc.Metadata.DeletionTimestamp != nil {
 			route = "deleted"
@@ -47,9 +54,7 @@ func (p *Platform) serviceChanges() func(k8sapi.Service) {
 			return
 		}
 		routes[name] = route
-		if p.holdingOf(name) != nil {
-			p.kickGuard()
-			p.pathChanged(name)
-		}
+		p.kickGuard()
+		p.pathChanged(name)
 	}
 }
