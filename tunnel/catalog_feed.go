@@ -79,9 +79,14 @@ func (f *catalogFeed) get() (Catalog, bool, <-chan struct{}) {
 // set replaces the catalog (normalized: names sorted), records what
 // changed for the runs, and wakes those waiting on it.
 func (f *catalogFeed) set(c Catalog) {
-	listed := slices.DeleteFunc(slices.Clone(c.Names), func(n ClusterName) bool { return n.Unlisted })
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	shareUnchanged(f.current.Names, c.Names)
+	unlisted := func(n ClusterName) bool { return n.Unlisted }
+	listed := c.Names // shared while no name is unlisted: neither is changed
+	if slices.ContainsFunc(listed, unlisted) {
+		listed = slices.DeleteFunc(slices.Clone(listed), unlisted)
+	}
 	if f.known {
 		set, gone := DiffNames(f.listed, listed)
 		f.changes = append(f.changes, catalogChange{version: f.version + 1, set: set, gone: gone})
@@ -150,6 +155,22 @@ func DiffNames(from, to []ClusterName) (set []ClusterName, gone []string) {
 		}
 	}
 	return set, gone
+}
+
+// shareUnchanged makes each name of to that from has alike the value from
+// holds (its aliases and ports): a name the catalog keeps across changes
+// is held once, not once for each catalog that lists it. from and to are
+// sorted by name.
+func shareUnchanged(from, to []ClusterName) {
+	i := 0
+	for j := range to {
+		for i < len(from) && from[i].Name < to[j].Name {
+			i++
+		}
+		if i < len(from) && sameListed(from[i], to[j]) && slices.Equal(from[i].Protected, to[j].Protected) && from[i].Unlisted == to[j].Unlisted {
+			to[j] = from[i]
+		}
+	}
 }
 
 // mergeChanges folds the changes after version since into one: the last
