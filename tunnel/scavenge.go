@@ -16,8 +16,9 @@ import (
 // the agent's GOGC of 300 that peak may be four times what is alive. So
 // every scavengeEvery the agent gives back to the system, with a
 // collection first (debug.FreeOSMemory), what its heap holds beyond the
-// objects the last collection found alive, when that is more than
-// scavengeOver (free memory, and garbage no collection has found yet), or
+// objects the last collection found alive and the gaps between them, when
+// that is more than scavengeOver (free memory, and garbage no collection
+// has found yet), or
 // when a key has given back something it held (a connection, a channel, a
 // run, a name) since and the heap holds more than scavengeOver: what it
 // held became garbage after the last collection. That is one collection
@@ -25,7 +26,7 @@ import (
 // makes anyway.
 const (
 	scavengeEvery = 10 * time.Second
-	scavengeOver  = 4 << 20
+	scavengeOver  = 1 << 20
 )
 
 // returnMemory gives freed memory back to the system, as above, until ctx
@@ -52,8 +53,9 @@ func returnMemory(ctx context.Context, given <-chan struct{}) {
 }
 
 // heapMemory is what the heap holds from the system, and how much of that
-// the last collection did not find alive: free memory, and objects that
-// have died since or were not collected yet.
+// a collection would give back: free memory, and objects that have died
+// since the last collection found the live ones or were not collected
+// yet; not the gaps between live objects, which no collection returns.
 func heapMemory() (held, spare uint64) {
 	s := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
@@ -62,13 +64,15 @@ func heapMemory() (held, spare uint64) {
 		{Name: "/gc/heap/live:bytes"},
 	}
 	metrics.Read(s)
-	for _, m := range s[:3] {
+	var v [4]uint64
+	for i, m := range s {
 		if m.Value.Kind() == metrics.KindUint64 {
-			held += m.Value.Uint64()
+			v[i] = m.Value.Uint64()
 		}
 	}
-	if live := s[3].Value; live.Kind() == metrics.KindUint64 && live.Uint64() < held {
-		spare = held - live.Uint64()
+	held = v[0] + v[1] + v[2]
+	if free, objects, live := v[0], v[1], v[3]; live < free+objects {
+		spare = free + objects - live
 	}
 	return held, spare
 }
