@@ -176,11 +176,12 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 // last-applied copy of the whole object, among others), so that a Service
 // costs the agent about a hundred bytes.
 type keptService struct {
-	host       string     // NAME.NS.svc.DOMAIN: its name and aliases are prefixes of this one string
-	ports, udp []int      // TCP and UDP, sorted, each once
-	ip         netip.Addr // the ClusterIP of plug's own and of the API server's, else none
-	volume     bool       // a volume helper's (LabelVolume): a name no run is told
-	own        bool       // plug's own (it selects the agent's pod): no name at all
+	host   string      // NAME.NS.svc.DOMAIN: its name and aliases are prefixes of this one string
+	ports  []int       // its TCP ports, then its UDP ports, each sorted, each once
+	tcp    int         // how many of ports are TCP
+	ip     *netip.Addr // the ClusterIP of plug's own and of the API server's, else nil
+	volume bool        // a volume helper's (LabelVolume): a name no run is told
+	own    bool        // plug's own (it selects the agent's pod): no name at all
 }
 
 // keep returns what the agent keeps of s, a Service of namespace ns, and
@@ -190,26 +191,30 @@ func (w *nameWatch) keep(s k8sapi.Service, ns string) (string, keptService, bool
 	name := s.Metadata.Name
 	out := keptService{host: name + "." + ns + ".svc." + w.domain, volume: s.Metadata.Labels[LabelVolume] != "",
 		own: ns == w.p.ns && w.p.ownService(&s)}
+	var udp []int
 	for _, sp := range s.Spec.Ports {
 		switch sp.Protocol {
 		case "", "TCP":
 			out.ports = append(out.ports, sp.Port)
 		case "UDP":
-			out.udp = append(out.udp, sp.Port)
+			udp = append(udp, sp.Port)
 		}
 	}
 	slices.Sort(out.ports)
-	slices.Sort(out.udp)
-	out.ports, out.udp = slices.Clip(slices.Compact(out.ports)), slices.Clip(slices.Compact(out.udp))
-	if out.own || ns == apiServerNamespace && name == apiServerService {
-		out.ip, _ = netip.ParseAddr(s.Spec.ClusterIP)
+	slices.Sort(udp)
+	out.ports = slices.Compact(out.ports)
+	out.tcp = len(out.ports)
+	out.ports = slices.Clip(append(out.ports, slices.Compact(udp)...))
+	if ip, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && (out.own || ns == apiServerNamespace && name == apiServerService) {
+		out.ip = &ip
 	}
-	return out.host[:len(name)], out, out.own || len(out.ports) > 0 || len(out.udp) > 0
+	return out.host[:len(name)], out, out.own || len(out.ports) > 0
 }
 
 // sameService reports whether a and b are kept alike.
 func sameService(a, b keptService) bool {
-	return a.host == b.host && slices.Equal(a.ports, b.ports) && slices.Equal(a.udp, b.udp) && a.ip == b.ip && a.volume == b.volume && a.own == b.own
+	return a.host == b.host && slices.Equal(a.ports, b.ports) && a.tcp == b.tcp && (a.ip == nil) == (b.ip == nil) && (a.ip == nil || *a.ip == *b.ip) &&
+		a.volume == b.volume && a.own == b.own
 }
 
 // publishSoon publishes within publishDelay, once for every event until
@@ -269,11 +274,11 @@ func (w *nameWatch) publish() {
 	}
 	var own []netip.Addr
 	for _, s := range w.services[w.p.ns] {
-		if s.own && s.ip.IsValid() {
-			own = append(own, s.ip)
+		if s.own && s.ip != nil {
+			own = append(own, *s.ip)
 		}
 	}
-	if api, ok := w.services[apiServerNamespace][apiServerService]; ok && api.ip.IsValid() {
+	if api, ok := w.services[apiServerNamespace][apiServerService]; ok && api.ip != nil {
 		own = append(own, api.ip.Unmap()) // however the agent itself reaches the API server
 	}
 	w.p.mu.Lock()
@@ -288,10 +293,14 @@ func (w *nameWatch) publish() {
 	if w.told && !w.changed && slices.Equal(notes, w.notes) {
 		return
 	}
-	names := serviceNames(w.services[w.p.ns], w.p.ns, true)
+	size := 0
+	for _, m := range w.services {
+		size += len(m)
+	}
+	names := serviceNames(make([]tunnel.ClusterName, 0, size), w.services[w.p.ns], w.p.ns, true)
 	for _, ns := range w.p.offered {
 		if m, ok := w.services[ns]; ok {
-			names = append(names, serviceNames(m, ns, false)...)
+			names = serviceNames(names, m, ns, false)
 		}
 	}
 	w.told, w.changed, w.notes = true, false, notes
@@ -308,11 +317,10 @@ func (p *Platform) offerCommand(ns string) string {
 		ns, NamespacesRole, ns, NamespacesRole, NamespacesRole, p.ns, p.account)
 }
 
-// serviceNames lists the names of services of namespace ns, sorted, never
-// nil: by their short name if own (the agent's namespace), else by
+// serviceNames appends to names the names of services of namespace ns,
+// sorted: by their short name if own (the agent's namespace), else by
 // "NAME.NS"; not plug's own Services.
-func serviceNames(services map[string]keptService, ns string, own bool) []tunnel.ClusterName {
-	names := []tunnel.ClusterName{}
+func serviceNames(names []tunnel.ClusterName, services map[string]keptService, ns string, own bool) []tunnel.ClusterName {
 	for _, name := range slices.Sorted(maps.Keys(services)) {
 		s := services[name]
 		if s.own {
@@ -322,19 +330,27 @@ func serviceNames(services map[string]keptService, ns string, own bool) []tunnel
 		n := tunnel.ClusterName{
 			Name:     name,
 			Aliases:  []string{s.host[:inNS], s.host[:inNS+len(".svc")], s.host},
-			Ports:    s.ports,
-			UDPPorts: s.udp,
+			Ports:    nonEmpty(s.ports[:s.tcp:s.tcp]),
+			UDPPorts: nonEmpty(s.ports[s.tcp:]),
 			Unlisted: s.volume, // a volume helper's, which its run reaches through its own port
 		}
 		if !own {
 			n.Name, n.Aliases = n.Aliases[0], n.Aliases[1:]
 		}
-		if s.ip.IsValid() && ns == apiServerNamespace && name == apiServerService {
+		if s.ip != nil && ns == apiServerNamespace && name == apiServerService {
 			n.Protected = []netip.Addr{s.ip.Unmap()} // the API server's address, which its name stands for
 		}
 		names = append(names, n)
 	}
 	return names
+}
+
+// nonEmpty is ports, or nil when there are none.
+func nonEmpty(ports []int) []int {
+	if len(ports) == 0 {
+		return nil
+	}
+	return ports
 }
 
 // ParseNamespaces reads PLUG_NAMESPACES: the other namespaces whose
