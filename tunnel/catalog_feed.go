@@ -36,12 +36,22 @@ func kind(withForms bool) int {
 
 // maxCatalogChanges is how many of its last changes the agent keeps, so
 // that a run told an earlier catalog gets only what changed since; a run
-// further behind gets the whole catalog again.
-const maxCatalogChanges = 64
+// further behind gets the whole catalog again. The changes kept hold at
+// most a catalogChangesShare of the names the catalog holds (the newest
+// change always kept): a run further behind is told the whole catalog,
+// at most that many times what the changes would have cost it, and a
+// burst of changes to a large namespace (10,000 Services made in a
+// minute) leaves the agent a quarter of its names' worth of changes to
+// keep, not all of them.
+const (
+	maxCatalogChanges   = 64
+	catalogChangesShare = 4
+)
 
 // catalogFeed is the agent's catalog as the runs are told it. Each change
 // gets a version; the agent keeps the last changes (at most
-// maxCatalogChanges, and no more names than the catalog holds), computed
+// maxCatalogChanges, and no more names than a catalogChangesShare of the
+// catalog's), computed
 // once for every run, and the frames of the whole catalog and of the last
 // change, each encoded once for every run (once for each of frameKinds).
 // A change of one name thus
@@ -91,7 +101,7 @@ func (f *catalogFeed) set(c Catalog) {
 		set, gone := DiffNames(f.listed, listed)
 		f.changes = append(f.changes, catalogChange{version: f.version + 1, set: set, gone: gone})
 		f.kept += len(set) + len(gone)
-		for len(f.changes) > maxCatalogChanges || len(f.changes) > 1 && f.kept > len(listed) {
+		for len(f.changes) > maxCatalogChanges || len(f.changes) > 1 && f.kept > len(listed)/catalogChangesShare {
 			f.kept -= len(f.changes[0].set) + len(f.changes[0].gone)
 			f.changes = f.changes[1:]
 		}
