@@ -162,7 +162,8 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 				w.changed = w.changed || had && !old.own
 			} else { // added or modified
 				m[name] = kept
-				w.changed = w.changed || !had || (!old.own || !kept.own) && !sameService(old, kept)
+				wasName, isName := had && !old.own, !kept.own // plug's own change no name, only ownIPs
+				w.changed = w.changed || wasName != isName || isName && !sameService(old, kept)
 			}
 			w.publishSoon()
 		},
