@@ -2,6 +2,8 @@ package kubeplatform
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"plug/k8sapi"
 	"plug/tunnel"
@@ -46,7 +48,7 @@ func (p *Platform) serviceChanges() func(k8sapi.Service) {
 			delete(routes, name)
 			return
 		}
-		route := fmt.Sprint(svc.Spec.Type, svc.Spec.ClusterIP, selectorString(svc.Spec.Selector), svc.Spec.Ports)
+		route := routeOf(svc)
 		if svc.Metadata.DeletionTimestamp != nil {
 			route = "deleted"
 		}
@@ -57,4 +59,22 @@ func (p *Platform) serviceChanges() func(k8sapi.Service) {
 		p.kickGuard()
 		p.pathChanged(name)
 	}
+}
+
+// routeOf is what of svc routes its name: its type, address, selector and
+// ports, as text that two decodings of the same Service give alike.
+func routeOf(svc k8sapi.Service) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", svc.Spec.Type, svc.Spec.ClusterIP, selectorString(svc.Spec.Selector))
+	for _, port := range svc.Spec.Ports {
+		target := "-"
+		if t := port.TargetPort; t != nil {
+			target = t.String
+			if target == "" {
+				target = strconv.Itoa(t.Int)
+			}
+		}
+		fmt.Fprintf(&b, " %s/%s:%d>%s,%d", port.Name, port.Protocol, port.Port, target, port.NodePort)
+	}
+	return b.String()
 }
