@@ -13,12 +13,10 @@ const namesRetry = 30 * time.Second
 // ends. When the platform cannot follow the names, runs are told why and
 // keep the names they had; the agent tries again after namesRetry.
 func (a *Agent) watchNames(ctx context.Context) {
-	var last []ClusterName
-	var notes []string
 	noter, _ := a.Platform.(NameNoter)
 	for {
 		err := a.Platform.WatchNames(ctx, func(names []ClusterName) {
-			last = names
+			var notes []string
 			if noter != nil {
 				notes = noter.NameNotes()
 			}
@@ -28,7 +26,8 @@ func (a *Agent) watchNames(ctx context.Context) {
 			return
 		}
 		a.logf("cannot follow the cluster's names (%v); trying again in %s", err, namesRetry)
-		a.names.set(normalize(Catalog{Names: last, Notes: notes, Unavailable: "the agent cannot follow the cluster's names, they may be out of date: " + err.Error()}))
+		last, _, _ := a.names.get() // the names and notes as last told, normalized, kept by the catalog alone
+		a.names.set(Catalog{Names: last.Names, Notes: last.Notes, Unavailable: "the agent cannot follow the cluster's names, they may be out of date: " + err.Error()})
 		select {
 		case <-ctx.Done():
 			return

@@ -86,6 +86,9 @@ type catalogName struct {
 // ports, and cuts a name's ports or aliases at the limits, with a note.
 func normalize(c Catalog) Catalog {
 	out := Catalog{Notes: slices.Clone(c.Notes), Unavailable: c.Unavailable}
+	if len(c.Names) > 0 {
+		out.Names = make([]ClusterName, 0, len(c.Names)) // a burst of changes of a large namespace makes many catalogs
+	}
 	for _, n := range c.Names {
 		ports := cleanPorts(n.Ports)
 		udp := cleanPorts(n.UDPPorts)

@@ -36,12 +36,22 @@ func kind(withForms bool) int {
 
 // maxCatalogChanges is how many of its last changes the agent keeps, so
 // that a run told an earlier catalog gets only what changed since; a run
-// further behind gets the whole catalog again.
-const maxCatalogChanges = 64
+// further behind gets the whole catalog again. The changes kept hold at
+// most a catalogChangesShare of the names the catalog holds (the newest
+// change always kept): a run further behind is told the whole catalog,
+// at most that many times what the changes would have cost it, and a
+// burst of changes to a large namespace (10,000 Services made in a
+// minute) leaves the agent a quarter of its names' worth of changes to
+// keep, not all of them.
+const (
+	maxCatalogChanges   = 64
+	catalogChangesShare = 4
+)
 
 // catalogFeed is the agent's catalog as the runs are told it. Each change
 // gets a version; the agent keeps the last changes (at most
-// maxCatalogChanges, and no more names than the catalog holds), computed
+// maxCatalogChanges, and no more names than a catalogChangesShare of the
+// catalog's), computed
 // once for every run, and the frames of the whole catalog and of the last
 // change, each encoded once for every run (once for each of frameKinds).
 // A change of one name thus
@@ -79,14 +89,19 @@ func (f *catalogFeed) get() (Catalog, bool, <-chan struct{}) {
 // set replaces the catalog (normalized: names sorted), records what
 // changed for the runs, and wakes those waiting on it.
 func (f *catalogFeed) set(c Catalog) {
-	listed := slices.DeleteFunc(slices.Clone(c.Names), func(n ClusterName) bool { return n.Unlisted })
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	shareUnchanged(f.current.Names, c.Names)
+	unlisted := func(n ClusterName) bool { return n.Unlisted }
+	listed := c.Names // shared while no name is unlisted: neither is changed
+	if slices.ContainsFunc(listed, unlisted) {
+		listed = slices.DeleteFunc(slices.Clone(listed), unlisted)
+	}
 	if f.known {
 		set, gone := DiffNames(f.listed, listed)
 		f.changes = append(f.changes, catalogChange{version: f.version + 1, set: set, gone: gone})
 		f.kept += len(set) + len(gone)
-		for len(f.changes) > maxCatalogChanges || len(f.changes) > 1 && f.kept > len(listed) {
+		for len(f.changes) > maxCatalogChanges || len(f.changes) > 1 && f.kept > len(listed)/catalogChangesShare {
 			f.kept -= len(f.changes[0].set) + len(f.changes[0].gone)
 			f.changes = f.changes[1:]
 		}
@@ -150,6 +165,22 @@ func DiffNames(from, to []ClusterName) (set []ClusterName, gone []string) {
 		}
 	}
 	return set, gone
+}
+
+// shareUnchanged makes each name of to that from has alike the value from
+// holds (its aliases and ports): a name the catalog keeps across changes
+// is held once, not once for each catalog that lists it. from and to are
+// sorted by name.
+func shareUnchanged(from, to []ClusterName) {
+	i := 0
+	for j := range to {
+		for i < len(from) && from[i].Name < to[j].Name {
+			i++
+		}
+		if i < len(from) && sameListed(from[i], to[j]) && slices.Equal(from[i].Protected, to[j].Protected) && from[i].Unlisted == to[j].Unlisted {
+			to[j] = from[i]
+		}
+	}
 }
 
 // mergeChanges folds the changes after version since into one: the last

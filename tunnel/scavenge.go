@@ -14,26 +14,34 @@ import (
 // memory it freed, and when nothing is allocated any more it does not even
 // collect it: the agent's resident memory stays near its peak, and with
 // the agent's GOGC of 300 that peak may be four times what is alive. So
-// every scavengeEvery the agent gives back to the system, with a
-// collection first (debug.FreeOSMemory), what its heap holds beyond the
-// objects the last collection found alive, when that is more than
-// scavengeOver (free memory, and garbage no collection has found yet), or
-// when a key has given back something it held (a connection, a channel, a
-// run, a name) since and the heap holds more than scavengeOver: what it
-// held became garbage after the last collection. That is one collection
-// every scavengeEvery at most, beside the tens a second a busy agent
-// makes anyway.
+// the agent gives back to the system, with a collection first
+// (debug.FreeOSMemory), what its heap holds beyond the objects the last
+// collection found alive and the gaps between them, when that is more
+// than scavengeOver (free memory, and garbage no collection has found
+// yet), or when a key has given back something it held (a connection, a
+// channel, a run, a name) and the heap holds more than scavengeOver: what
+// it held became garbage after the last collection. It looks every
+// scavengeLook, and gives back once the burst is over (it allocated less
+// than quietAlloc since it last looked), or else every scavengeEvery at
+// most: one collection every scavengeEvery for an agent that stays busy,
+// beside the tens a second a busy agent makes anyway, and an agent that
+// goes quiet is back near its live heap within scavengeLook of the end of
+// a burst (a sweep of a namespace of 10,000 Services, a burst of runs).
 const (
+	scavengeLook  = time.Second
 	scavengeEvery = 10 * time.Second
-	scavengeOver  = 4 << 20
+	scavengeOver  = 1 << 20
+	quietAlloc    = 1 << 20
 )
 
 // returnMemory gives freed memory back to the system, as above, until ctx
 // ends; given tells it that a key has given something back.
 func returnMemory(ctx context.Context, given <-chan struct{}) {
-	tick := time.NewTicker(scavengeEvery)
+	tick := time.NewTicker(scavengeLook)
 	defer tick.Stop()
-	released := false // something was given back since the last tick
+	released := false // something was given back since the memory was last given back
+	allocated := allocatedBytes()
+	last := time.Now() // when the memory was last given back
 	for {
 		select {
 		case <-tick.C:
@@ -43,17 +51,35 @@ func returnMemory(ctx context.Context, given <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		}
+		before := allocated
+		allocated = allocatedBytes()
+		if allocated-before >= quietAlloc && time.Since(last) < scavengeEvery {
+			continue // still busy: given back at most every scavengeEvery
+		}
 		held, spare := heapMemory()
 		if spare > scavengeOver || released && held > scavengeOver {
 			debug.FreeOSMemory()
+			released, last = false, time.Now()
+			allocated = allocatedBytes()
 		}
-		released = false
 	}
 }
 
+// allocatedBytes is how much the process has allocated on its heap since
+// it started.
+func allocatedBytes() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
 // heapMemory is what the heap holds from the system, and how much of that
-// the last collection did not find alive: free memory, and objects that
-// have died since or were not collected yet.
+// a collection would give back: free memory, and objects that have died
+// since the last collection found the live ones or were not collected
+// yet; not the gaps between live objects, which no collection returns.
 func heapMemory() (held, spare uint64) {
 	s := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
@@ -62,13 +88,15 @@ func heapMemory() (held, spare uint64) {
 		{Name: "/gc/heap/live:bytes"},
 	}
 	metrics.Read(s)
-	for _, m := range s[:3] {
+	var v [4]uint64
+	for i, m := range s {
 		if m.Value.Kind() == metrics.KindUint64 {
-			held += m.Value.Uint64()
+			v[i] = m.Value.Uint64()
 		}
 	}
-	if live := s[3].Value; live.Kind() == metrics.KindUint64 && live.Uint64() < held {
-		spare = held - live.Uint64()
+	held = v[0] + v[1] + v[2]
+	if free, objects, live := v[0], v[1], v[3]; live < free+objects {
+		spare = free + objects - live
 	}
 	return held, spare
 }

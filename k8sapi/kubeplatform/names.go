@@ -62,7 +62,7 @@ const maxNamespaces = 64
 func (p *Platform) WatchNames(ctx context.Context, update func([]tunnel.ClusterName)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &nameWatch{p: p, domain: clusterDomain(readResolvConf()), update: update, services: map[string]map[string]k8sapi.Service{}}
+	w := &nameWatch{p: p, domain: clusterDomain(readResolvConf()), update: update, services: map[string]map[string]keptService{}}
 	var wg sync.WaitGroup
 	for _, ns := range p.offered {
 		wg.Go(func() { w.followOffered(ctx, ns) })
@@ -116,12 +116,13 @@ type nameWatch struct {
 	update func([]tunnel.ClusterName)
 
 	mu       sync.Mutex
-	synced   bool                                 // the own namespace was listed
-	pending  bool                                 // a publish is due within publishDelay
-	closed   bool                                 // WatchNames returned
-	services map[string]map[string]k8sapi.Service // by namespace, by name, as kept (kept)
-	refused  map[string]string                    // namespace → why it is left out
-	last     []tunnel.ClusterName
+	synced   bool                              // the own namespace was listed
+	pending  bool                              // a publish is due within publishDelay
+	closed   bool                              // WatchNames returned
+	told     bool                              // update was called
+	changed  bool                              // the names changed since update was last called
+	services map[string]map[string]keptService // by namespace, by name (a prefix of its host)
+	refused  map[string]string                 // namespace → why it is left out
 	notes    []string
 }
 
@@ -131,9 +132,14 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 		Synced: func(items []k8sapi.Service) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			m := make(map[string]k8sapi.Service, len(items))
+			m := make(map[string]keptService, len(items))
 			for _, s := range items {
-				m[s.Metadata.Name] = kept(s)
+				if name, kept, ok := w.keep(s, ns); ok {
+					m[name] = kept
+				}
+			}
+			if old, ok := w.services[ns]; !ok || !maps.EqualFunc(old, m, sameService) {
+				w.changed = true
 			}
 			w.services[ns] = m
 			if _, was := w.refused[ns]; was {
@@ -148,32 +154,68 @@ func (w *nameWatch) follow(ctx context.Context, ns string) error {
 		Changed: func(ev k8sapi.Event[k8sapi.Service]) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			switch ev.Type {
-			case k8sapi.Added, k8sapi.Modified:
-				w.services[ns][ev.Object.Metadata.Name] = kept(ev.Object)
-			case k8sapi.Deleted:
-				delete(w.services[ns], ev.Object.Metadata.Name)
+			m := w.services[ns]
+			old, had := m[ev.Object.Metadata.Name]
+			name, kept, ok := w.keep(ev.Object, ns)
+			if ev.Type == k8sapi.Deleted || !ok {
+				delete(m, ev.Object.Metadata.Name)
+				w.changed = w.changed || had && !old.own
+			} else { // added or modified
+				m[name] = kept
+				wasName, isName := had && !old.own, !kept.own // plug's own change no name, only ownIPs
+				w.changed = w.changed || wasName != isName || isName && !sameService(old, kept)
 			}
 			w.publishSoon()
 		},
 	})
 }
 
-// kept is what the agent keeps of a Service to tell its name: its name,
-// its LabelVolume, address, selector and ports' numbers and protocols;
-// not its other labels nor its annotations (kubectl's last-applied copy
-// of the whole object, among others), so that a Service costs the agent a
-// few hundred bytes.
-func kept(s k8sapi.Service) k8sapi.Service {
-	out := k8sapi.Service{Metadata: k8sapi.ObjectMeta{Name: s.Metadata.Name},
-		Spec: k8sapi.ServiceSpec{ClusterIP: s.Spec.ClusterIP, Selector: s.Spec.Selector}}
-	if v := s.Metadata.Labels[LabelVolume]; v != "" {
-		out.Metadata.Labels = map[string]string{LabelVolume: v}
-	}
+// keptService is what the agent keeps of a Service to tell its name: its
+// host name, ports' numbers and protocols, whether it is a volume
+// helper's or plug's own, and the address of plug's own and the API
+// server's; not its other labels nor its annotations (kubectl's
+// last-applied copy of the whole object, among others), so that a Service
+// costs the agent about a hundred bytes.
+type keptService struct {
+	host   string      // NAME.NS.svc.DOMAIN: its name and aliases are prefixes of this one string
+	ports  []int       // its TCP ports, then its UDP ports, each sorted, each once
+	tcp    int         // how many of ports are TCP
+	ip     *netip.Addr // the ClusterIP of plug's own and of the API server's, else nil
+	volume bool        // a volume helper's (LabelVolume): a name no run is told
+	own    bool        // plug's own (it selects the agent's pod): no name at all
+}
+
+// keep returns what the agent keeps of s, a Service of namespace ns, and
+// its name, a prefix of the kept host; false when s is neither a name
+// (it has no TCP or UDP port) nor plug's own.
+func (w *nameWatch) keep(s k8sapi.Service, ns string) (string, keptService, bool) {
+	name := s.Metadata.Name
+	out := keptService{host: name + "." + ns + ".svc." + w.domain, volume: s.Metadata.Labels[LabelVolume] != "",
+		own: ns == w.p.ns && w.p.ownService(&s)}
+	var udp []int
 	for _, sp := range s.Spec.Ports {
-		out.Spec.Ports = append(out.Spec.Ports, k8sapi.ServicePort{Protocol: sp.Protocol, Port: sp.Port})
+		switch sp.Protocol {
+		case "", "TCP":
+			out.ports = append(out.ports, sp.Port)
+		case "UDP":
+			udp = append(udp, sp.Port)
+		}
 	}
-	return out
+	slices.Sort(out.ports)
+	slices.Sort(udp)
+	out.ports = slices.Compact(out.ports)
+	out.tcp = len(out.ports)
+	out.ports = slices.Clip(append(out.ports, slices.Compact(udp)...))
+	if ip, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && (out.own || ns == apiServerNamespace && name == apiServerService) {
+		out.ip = &ip
+	}
+	return out.host[:len(name)], out, out.own || len(out.ports) > 0
+}
+
+// sameService reports whether a and b are kept alike.
+func sameService(a, b keptService) bool {
+	return a.host == b.host && slices.Equal(a.ports, b.ports) && a.tcp == b.tcp && (a.ip == nil) == (b.ip == nil) && (a.ip == nil || *a.ip == *b.ip) &&
+		a.volume == b.volume && a.own == b.own
 }
 
 // publishSoon publishes within publishDelay, once for every event until
@@ -232,39 +274,37 @@ func (w *nameWatch) publish() {
 		return
 	}
 	var own []netip.Addr
-	maps.DeleteFunc(w.services[w.p.ns], func(_ string, s k8sapi.Service) bool {
-		if !w.p.ownService(&s) {
-			return false
+	for _, s := range w.services[w.p.ns] {
+		if s.own && s.ip != nil {
+			own = append(own, *s.ip)
 		}
-		if ip, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil {
-			own = append(own, ip)
-		}
-		return true
-	})
-	if api, ok := w.services[apiServerNamespace][apiServerService]; ok {
-		if ip, err := netip.ParseAddr(api.Spec.ClusterIP); err == nil {
-			own = append(own, ip.Unmap()) // however the agent itself reaches the API server
-		}
+	}
+	if api, ok := w.services[apiServerNamespace][apiServerService]; ok && api.ip != nil {
+		own = append(own, api.ip.Unmap()) // however the agent itself reaches the API server
 	}
 	w.p.mu.Lock()
 	w.p.ownIPs = own
 	w.p.mu.Unlock()
-	names := serviceNames(w.services[w.p.ns], w.p.ns, w.domain, true)
-	for _, ns := range w.p.offered {
-		if m, ok := w.services[ns]; ok {
-			names = append(names, serviceNames(m, ns, w.domain, false)...)
-		}
-	}
 	var notes []string
 	for _, ns := range w.p.offered {
 		if why, ok := w.refused[ns]; ok {
 			notes = append(notes, why)
 		}
 	}
-	if w.last != nil && slices.EqualFunc(names, w.last, sameName) && slices.Equal(notes, w.notes) {
+	if w.told && !w.changed && slices.Equal(notes, w.notes) {
 		return
 	}
-	w.last, w.notes = names, notes
+	size := 0
+	for _, m := range w.services {
+		size += len(m)
+	}
+	names := serviceNames(make([]tunnel.ClusterName, 0, size), w.services[w.p.ns], w.p.ns, true)
+	for _, ns := range w.p.offered {
+		if m, ok := w.services[ns]; ok {
+			names = serviceNames(names, m, ns, false)
+		}
+	}
+	w.told, w.changed, w.notes = true, false, notes
 	w.p.notesMu.Lock()
 	w.p.notes = notes
 	w.p.notesMu.Unlock()
@@ -278,46 +318,40 @@ func (p *Platform) offerCommand(ns string) string {
 		ns, NamespacesRole, ns, NamespacesRole, NamespacesRole, p.ns, p.account)
 }
 
-// serviceNames lists the names of services of namespace ns, sorted, never
-// nil: by their short name if own (the agent's namespace), else by
-// "NAME.NS".
-func serviceNames(services map[string]k8sapi.Service, ns, domain string, own bool) []tunnel.ClusterName {
-	names := []tunnel.ClusterName{}
+// serviceNames appends to names the names of services of namespace ns,
+// sorted: by their short name if own (the agent's namespace), else by
+// "NAME.NS"; not plug's own Services.
+func serviceNames(names []tunnel.ClusterName, services map[string]keptService, ns string, own bool) []tunnel.ClusterName {
 	for _, name := range slices.Sorted(maps.Keys(services)) {
-		var ports, udp []int
-		for _, sp := range services[name].Spec.Ports {
-			switch sp.Protocol {
-			case "", "TCP":
-				ports = append(ports, sp.Port)
-			case "UDP":
-				udp = append(udp, sp.Port)
-			}
-		}
-		if len(ports) == 0 && len(udp) == 0 {
+		s := services[name]
+		if s.own {
 			continue
 		}
-		slices.Sort(ports)
-		slices.Sort(udp)
+		inNS := len(name) + 1 + len(ns)
 		n := tunnel.ClusterName{
 			Name:     name,
-			Aliases:  []string{name + "." + ns, name + "." + ns + ".svc", name + "." + ns + ".svc." + domain},
-			Ports:    slices.Compact(ports),
-			UDPPorts: slices.Compact(udp),
-			Unlisted: services[name].Metadata.Labels[LabelVolume] != "", // a volume helper's, which its run reaches through its own port
+			Aliases:  []string{s.host[:inNS], s.host[:inNS+len(".svc")], s.host},
+			Ports:    nonEmpty(s.ports[:s.tcp:s.tcp]),
+			UDPPorts: nonEmpty(s.ports[s.tcp:]),
+			Unlisted: s.volume, // a volume helper's, which its run reaches through its own port
 		}
 		if !own {
 			n.Name, n.Aliases = n.Aliases[0], n.Aliases[1:]
 		}
-		if ip, err := netip.ParseAddr(services[name].Spec.ClusterIP); err == nil && ns == apiServerNamespace && name == apiServerService {
-			n.Protected = []netip.Addr{ip.Unmap()} // the API server's address, which its name stands for
+		if s.ip != nil && ns == apiServerNamespace && name == apiServerService {
+			n.Protected = []netip.Addr{s.ip.Unmap()} // the API server's address, which its name stands for
 		}
 		names = append(names, n)
 	}
 	return names
 }
 
-func sameName(a, b tunnel.ClusterName) bool {
-	return a.Name == b.Name && slices.Equal(a.Aliases, b.Aliases) && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.UDPPorts, b.UDPPorts) && slices.Equal(a.Protected, b.Protected) && a.Unlisted == b.Unlisted
+// nonEmpty is ports, or nil when there are none.
+func nonEmpty(ports []int) []int {
+	if len(ports) == 0 {
+		return nil
+	}
+	return ports
 }
 
 // ParseNamespaces reads PLUG_NAMESPACES: the other namespaces whose

@@ -42,7 +42,7 @@ func TestServiceNames(t *testing.T) {
 	helper := svc("plug-vol-1", k8sapi.ServicePort{Port: 445})
 	helper.Metadata.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelVolume: "plug-vol-1"}
 	services["plug-vol-1"] = helper
-	got := serviceNames(services, "shop", "cluster.local", true)
+	got := serviceNames(nil, keptAll(services, "shop"), "shop", true)
 	want := []tunnel.ClusterName{
 		{Name: "api", Aliases: []string{"api.shop", "api.shop.svc", "api.shop.svc.cluster.local"}, Ports: []int{9000}},
 		{Name: "dns", Aliases: []string{"dns.shop", "dns.shop.svc", "dns.shop.svc.cluster.local"}, UDPPorts: []int{53}},
@@ -53,9 +53,19 @@ func TestServiceNames(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("serviceNames = %+v\nwant %+v", got, want)
 	}
-	if got := serviceNames(nil, "shop", "cluster.local", true); got == nil || len(got) != 0 {
-		t.Fatalf("no services: %#v, want an empty, non-nil list", got)
+}
+
+// keptAll is what WatchNames keeps of services, of namespace ns, in a
+// cluster whose domain is cluster.local.
+func keptAll(services map[string]k8sapi.Service, ns string) map[string]keptService {
+	w := &nameWatch{p: &Platform{ns: fakeNS}, domain: "cluster.local"}
+	out := map[string]keptService{}
+	for _, s := range services {
+		if name, kept, ok := w.keep(s, ns); ok {
+			out[name] = kept
+		}
 	}
+	return out
 }
 
 // The Service kubernetes of namespace default stands for the API server's
@@ -66,12 +76,12 @@ func TestServiceNamesTheAPIServer(t *testing.T) {
 		Spec: k8sapi.ServiceSpec{ClusterIP: "10.96.0.1", Ports: []k8sapi.ServicePort{{Port: 443}}}}}
 	want := []netip.Addr{netip.MustParseAddr("10.96.0.1")}
 	for _, own := range []bool{false, true} {
-		got := serviceNames(api, "default", "cluster.local", own)
+		got := serviceNames(nil, keptAll(api, "default"), "default", own)
 		if len(got) != 1 || !slices.Equal(got[0].Protected, want) || !slices.Contains(append(got[0].Aliases, got[0].Name), "kubernetes.default") {
 			t.Errorf("namespace default (own %t): %+v, want kubernetes.default standing for 10.96.0.1", own, got)
 		}
 	}
-	if got := serviceNames(api, "data", "cluster.local", false); len(got) != 1 || got[0].Protected != nil {
+	if got := serviceNames(nil, keptAll(api, "data"), "data", false); len(got) != 1 || got[0].Protected != nil {
 		t.Errorf("namespace data: %+v, want a name standing for no protected address", got)
 	}
 }

@@ -2,6 +2,8 @@ package kubeplatform
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"plug/k8sapi"
 	"plug/tunnel"
@@ -34,12 +36,19 @@ func (p *Platform) sliceChanged(s k8sapi.EndpointSlice) {
 
 // serviceChanges returns what to call with each change of the namespace's
 // Services: a change of the route of a name held here (not of its
-// heartbeat) is checked by the guard, and proved again, at once.
+// heartbeat) is checked by the guard, and proved again, at once. Only the
+// routes of held names are kept, so that the Services of a large
+// namespace cost nothing here: the first change of a name after it is
+// held counts as a change of its route.
 func (p *Platform) serviceChanges() func(k8sapi.Service) {
-	routes := map[string]string{} // by name, of the Services seen; calls never overlap
+	routes := map[string]string{} // by name, of the held Services seen; calls never overlap
 	return func(svc k8sapi.Service) {
 		name := svc.Metadata.Name
-		route := fmt.Sprint(svc.Spec.Type, svc.Spec.ClusterIP, selectorString(svc.Spec.Selector), svc.Spec.Ports)
+		if p.holdingOf(name) == nil {
+			delete(routes, name)
+			return
+		}
+		route := routeOf(svc)
 		if svc.Metadata.DeletionTimestamp != nil {
 			route = "deleted"
 		}
@@ -47,9 +56,25 @@ func (p *Platform) serviceChanges() func(k8sapi.Service) {
 			return
 		}
 		routes[name] = route
-		if p.holdingOf(name) != nil {
-			p.kickGuard()
-			p.pathChanged(name)
-		}
+		p.kickGuard()
+		p.pathChanged(name)
 	}
+}
+
+// routeOf is what of svc routes its name: its type, address, selector and
+// ports, as text that two decodings of the same Service give alike.
+func routeOf(svc k8sapi.Service) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", svc.Spec.Type, svc.Spec.ClusterIP, selectorString(svc.Spec.Selector))
+	for _, port := range svc.Spec.Ports {
+		target := "-"
+		if t := port.TargetPort; t != nil {
+			target = t.String
+			if target == "" {
+				target = strconv.Itoa(t.Int)
+			}
+		}
+		fmt.Fprintf(&b, " %s/%s:%d>%s,%d", port.Name, port.Protocol, port.Port, target, port.NodePort)
+	}
+	return b.String()
 }

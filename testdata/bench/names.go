@@ -147,7 +147,7 @@ func (d *namesDriver) size(n int) error {
 	}); err != nil {
 		return err
 	}
-	idle, err := d.agent.settle()
+	idle, err := d.agent.idle()
 	if err != nil {
 		return err
 	}

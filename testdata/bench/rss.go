@@ -65,6 +65,17 @@ func (s *rssSampler) sample() {
 	s.last, s.max = rss, max(s.max, rss)
 }
 
+// releaseWithin is how soon the agent gives back what a burst left
+// (tunnel/scavenge.go: at most every 10 s while it stays busy).
+const releaseWithin = 10 * time.Second
+
+// idle returns the agent's memory once it has had releaseWithin to give
+// back what a burst left, read as settle reads it.
+func (s *rssSampler) idle() (int64, error) {
+	time.Sleep(releaseWithin)
+	return s.settle()
+}
+
 // settle waits until the agent's memory has not changed by more than 1 %
 // for two seconds (at most 30 s), and returns it.
 func (s *rssSampler) settle() (int64, error) {
