@@ -155,7 +155,7 @@ func udpRoundTrips(c *net.UDPConn, n, size int, timeout time.Duration) ([]time.D
 
 // The window of the throughput measurement.
 const (
-	udpMinWindow = 4 * udpRun // where CPU bounds a path, runs waiting at each hop let it work in batches
+	udpMinWindow = 16 * udpRun // where CPU bounds a path, runs waiting at each hop let it work in batches
 	udpMaxWindow = 8192
 	udpTracked   = 1 << 17 // datagrams between the oldest unanswered and the newest
 	udpFindLimit = 5 * time.Second
