@@ -201,7 +201,7 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 	// the channel takes a burst's frames, not two per datagram.
 	r := bufio.NewReaderSize(ch, batchBytes)
 	w := framesTo(conn)
-	batch := make([]byte, 0, batchBytes+frameRoom)
+	var batch []byte // grows to the bursts the flow has
 	for {
 		var err error
 		batch, err = readDatagramFrame(r, batch)
