@@ -141,7 +141,7 @@ func (w *markdown) udp() {
 	w.p("Straight: the laptop sends to the pod's address (consume), a pod to the laptop's (serve). " +
 		"plug: the laptop's program, run by `plug -c`, sends to the Service `benchsrv`'s UDP port by name (consume); " +
 		"a pod sends to `benchudp`, which `plug -s benchudp:9000:9001/udp` serves with the laptop's echo (serve). " +
-		"The sender keeps as many datagrams in flight as the path carries without a queue forming (its window grows while the fastest echo of a round stays near the fastest of all and the round lost no more than 1 + 1 %% of its datagrams, and shrinks when not: testdata/bench/README.md); " +
+		"The sender keeps as many datagrams in flight as the path carries without a queue forming (its window grows while the fastest echo of a round stays near the fastest of all and the round lost no more than 1 + 1 %% of its datagrams, and shrinks when not, never below 1,024: testdata/bench/README.md); " +
 		"Mbit/s and datagrams/s count the echoes, so both directions carry that much at once. " +
 		"plug's TCP: one connection through plug on the same side in the same run, the faster of its two directions (the throughput table). " +
 		"*Lost*: sent and never echoed; *late*: echoed after the sender had given up on it (no echo within 4 round trips, at least 200 ms) and sent another in its place.")
