@@ -43,9 +43,6 @@ type devConn struct {
 	unsaid  []string     // lines for a session not opened yet
 
 	stripes *stripeTable // its striped connections (stripe.go)
-	// datagramStripes: the client's hello said it takes flows of served
-	// UDP ports striped (udpstream.go).
-	datagramStripes atomic.Bool
 }
 
 // closeAfterEndedWait is how long a client told its run ended has to close
@@ -118,7 +115,7 @@ func (dc *devConn) handleChannels(chans <-chan ssh.NewChannel, readers *sync.Wai
 		switch nc.ChannelType() {
 		case controlChannelType:
 			dc.openControl(nc, readers)
-		case datagramChannelType, stripeDatagramType:
+		case datagramChannelType:
 			go dc.datagrams(nc)
 		case "direct-tcpip", stripeDirectType:
 			go dc.direct(nc)
@@ -298,20 +295,18 @@ func (dc *devConn) openRun(h helloMsg, atOpen bool) bool {
 		return false
 	}
 	dc.run = r
-	dc.datagramStripes.Store(h.DatagramStripes)
 	dc.sendControl(welcomeMsg{
-		Version:         Version,
-		Agent:           dc.a.ID,
-		Platform:        dc.a.platformName(),
-		Resumed:         resumed,
-		Names:           true,
-		Datagrams:       true,
-		Filters:         true,
-		Stripes:         dc.stripes.agree(h.Stripes),
-		UDPServe:        true,
-		DatagramStripes: true,
-		HelloAtOpen:     atOpen,
-		NamesWhenAsked:  h.NamesWhenAsked,
+		Version:        Version,
+		Agent:          dc.a.ID,
+		Platform:       dc.a.platformName(),
+		Resumed:        resumed,
+		Names:          true,
+		Datagrams:      true,
+		Filters:        true,
+		Stripes:        dc.stripes.agree(h.Stripes),
+		UDPServe:       true,
+		HelloAtOpen:    atOpen,
+		NamesWhenAsked: h.NamesWhenAsked,
 	})
 	go dc.tellNames(h)
 	return true

@@ -157,25 +157,18 @@ func (dc *devConn) forwardCaller(b *binding, c net.Conn) bool {
 func (dc *devConn) direct(nc ssh.NewChannel) {
 	dc.dialChannel(nc, "tcp", func(ch ssh.Channel, target net.Conn) {
 		pipe(ch, dc.guardStalls(target, target.RemoteAddr().String(), false))
-	}, func(target net.Conn) io.ReadWriteCloser {
-		return dc.guardStalls(target, target.RemoteAddr().String(), true)
 	})
 }
 
 // dialChannel answers a channel that asks the agent to dial a name in the
 // cluster over network ("tcp" or "udp"; its payload is direct-tcpip's, or
-// a stripeOpen with it for a stripeDirectType or stripeDatagramType
-// channel), counted as one of the key's channels until it returns: it
-// dials, within the agent's dial policy, accepts the channel and carries
-// the two (with carry, or as a striped connection of what local makes of
-// the target), or rejects the channel saying why.
-func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh.Channel, net.Conn), local func(net.Conn) io.ReadWriteCloser) {
-	stripedType := stripeDirectType
-	if network == "udp" {
-		stripedType = stripeDatagramType
-	}
+// a stripeOpen with it for a stripeDirectType channel), counted as one of
+// the key's channels until it returns: it dials, within the agent's dial
+// policy, accepts the channel and carries the two (with carry, or as a
+// striped connection), or rejects the channel saying why.
+func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh.Channel, net.Conn)) {
 	var m directChannel
-	id, striped, ok := openPayload(nc, stripedType, &m)
+	id, striped, ok := openPayload(nc, stripeDirectType, &m)
 	if !ok {
 		return
 	}
@@ -218,7 +211,7 @@ func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh
 		return
 	}
 	if striped {
-		dc.stripes.carryFirst(nc, id, local(target))
+		dc.stripes.carryFirst(nc, id, dc.guardStalls(target, target.RemoteAddr().String(), true))
 		return
 	}
 	if ch, ok := acceptFor(nc, target); ok {

@@ -58,35 +58,21 @@ func (a *Agent) answerFlow(b *binding, f net.Conn) {
 
 // forwardFlow carries flow f of b's UDP port to the client, on a
 // forwarded-datagram channel naming the name and port the client asked
-// for and the sender (striped where the client takes it, udpstream.go),
-// until the flow ends. False, leaving f open, when the
+// for and the sender, until the flow ends. False, leaving f open, when the
 // client refuses the channel or the connection fails.
 func (dc *devConn) forwardFlow(b *binding, f net.Conn) bool {
 	from := f.RemoteAddr().(*net.UDPAddr)
-	chanType, payload := forwardedDatagramType, ssh.Marshal(forwardedChannel{
+	ch, reqs, err := openChannel(dc.conn, forwardedDatagramType, ssh.Marshal(forwardedChannel{
 		Addr:       b.Name,
 		Port:       uint32(b.Port),
 		Origin:     from.IP.String(),
 		OriginPort: uint32(from.Port),
-	})
-	var s *stripe
-	if dc.datagramStripes.Load() && dc.stripes.striping() {
-		s = dc.stripes.newStripe(newDatagramStream(f))
-		chanType, payload = stripeForwardedDatagramType, ssh.Marshal(stripeOpen{ID: s.id, Rest: payload})
-	}
-	ch, reqs, err := openChannel(dc.conn, chanType, payload)
+	}))
 	if err != nil {
-		if s != nil {
-			s.drop()
-		}
 		return false
 	}
 	go ssh.DiscardRequests(reqs)
 	dc.a.routed(b, routeRun, "")
-	if s != nil {
-		s.carry(ch)
-		return true
-	}
 	if err := relayDatagrams(ch, f); err != nil {
 		dc.logf("closed a UDP flow to %s:%d/udp served by %s (%s): %v", b.Name, b.Port, dc.user, dc.fingerprint, err)
 	}

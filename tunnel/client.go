@@ -305,9 +305,8 @@ func (s *Session) Dial(ctx context.Context, address string) (net.Conn, error) {
 
 // open opens a channel of chanType to address ("name:port") through the
 // agent, waiting for a reconnecting session within ctx. Given local, the
-// connection a direct-tcpip channel is to carry (or the stream of a
-// datagram channel's flow, udpstream.go), and a connection that stripes
-// (them), it opens the first channel of a striped connection for local
+// connection a direct-tcpip channel is to carry, and a connection that
+// stripes, it opens the first channel of a striped connection for local
 // instead, and returns that too.
 func (s *Session) open(ctx context.Context, chanType, address string, local io.ReadWriteCloser) (*channelConn, *stripe, error) {
 	host, portText, err := net.SplitHostPort(address)
@@ -325,15 +324,7 @@ func (s *Session) open(ctx context.Context, chanType, address string, local io.R
 		}
 		typ, st := chanType, (*stripe)(nil)
 		if local != nil && cc.stripes.striping() {
-			switch {
-			case chanType == "direct-tcpip":
-				typ = stripeDirectType
-			case chanType == datagramChannelType && cc.welcome.DatagramStripes:
-				typ = stripeDatagramType
-			}
-			if typ != chanType {
-				st = cc.stripes.newStripe(local)
-			}
+			typ, st = stripeDirectType, cc.stripes.newStripe(local)
 		}
 		conn, err := cc.dial(ctx, typ, host, port, st)
 		if err != nil && st != nil {

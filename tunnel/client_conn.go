@@ -225,7 +225,7 @@ func (cc *clientConn) hello(asks []*forward) (welcome welcomeMsg, err error) {
 	if run.Serves {
 		kind = kindServes
 	}
-	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, DatagramStripes: true, Deltas: true, Forms: true,
+	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true, Forms: true,
 		NamesWhenAsked: cc.s.cfg.NamesWhenAsked && !cc.s.namesAsked.Load()}
 	for _, f := range asks {
 		a := askedServe{Name: f.name, Port: f.port, UDP: f.udp}
@@ -540,8 +540,8 @@ func (cc *clientConn) acceptChannels(chans <-chan ssh.NewChannel) {
 		take := func(nc ssh.NewChannel) { cc.s.forwarded(nc, cc.stripes) }
 		switch nc.ChannelType() {
 		case "forwarded-tcpip", stripeForwardedType:
-		case forwardedDatagramType, stripeForwardedDatagramType:
-			take = func(nc ssh.NewChannel) { cc.s.forwardedDatagrams(nc, cc.stripes) }
+		case forwardedDatagramType:
+			take = cc.s.forwardedDatagrams
 		case stripeJoinType:
 			go cc.stripes.join(nc)
 			continue

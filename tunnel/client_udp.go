@@ -16,27 +16,22 @@ import (
 // carry datagrams (a *DialError), the session ended, ctx ended first —
 // CarryDatagrams returns why and leaves c open.
 func (s *Session) CarryDatagrams(ctx context.Context, c net.Conn, address string) error {
-	remote, st, err := s.open(ctx, datagramChannelType, address, newDatagramStream(c))
+	remote, _, err := s.open(ctx, datagramChannelType, address, nil)
 	if err != nil {
 		return err
-	}
-	if st != nil {
-		st.carry(remote.Channel)
-		return nil
 	}
 	relayDatagrams(remote.Channel, c)
 	return nil
 }
 
-// forwardedDatagrams carries a flow of a served UDP port, on a plain
-// channel or striped (udpstream.go): the datagrams of one sender in the
-// cluster go to the local port from a socket of the flow's own, and what
-// answers that socket goes back to the sender, until the flow is idle for
-// DatagramIdle or either side ends it.
-func (s *Session) forwardedDatagrams(nc ssh.NewChannel, stripes *stripeTable) {
+// forwardedDatagrams carries a flow of a served UDP port: the datagrams of
+// one sender in the cluster go to the local port from a socket of the
+// flow's own, and what answers that socket goes back to the sender, until
+// the flow is idle for DatagramIdle or either side ends it.
+func (s *Session) forwardedDatagrams(nc ssh.NewChannel) {
 	var m forwardedChannel
-	id, striped, ok := openPayload(nc, stripeForwardedDatagramType, &m)
-	if !ok {
+	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
+		nc.Reject(ssh.ConnectionFailed, "malformed "+forwardedDatagramType+" channel")
 		return
 	}
 	f := s.lookupForward(m.Addr, int(m.Port), true)
@@ -47,10 +42,6 @@ func (s *Session) forwardedDatagrams(nc ssh.NewChannel, stripes *stripeTable) {
 	local, err := net.Dial("udp", f.local)
 	if err != nil {
 		nc.Reject(ssh.ConnectionFailed, "cannot send to "+f.local+"/udp on the developer's machine")
-		return
-	}
-	if striped {
-		stripes.carryFirst(nc, id, newDatagramStream(local))
 		return
 	}
 	if ch, ok := acceptFor(nc, local); ok {

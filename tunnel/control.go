@@ -81,10 +81,6 @@ type helloMsg struct {
 	// are sent the catalog at once; older agents ignore it and send it at
 	// once.
 	NamesWhenAsked bool `json:"namesWhenAsked,omitempty"`
-	// DatagramStripes says the CLI opens and takes UDP flows striped
-	// (udpstream.go) when the connection stripes. Older CLIs send none and
-	// carry each flow on one channel.
-	DatagramStripes bool `json:"datagramStripes,omitempty"`
 	// Forms says the CLI takes a catalog's aliases as forms
 	// (catalogMsg.Forms). Older CLIs send none and are sent every alias.
 	Forms bool `json:"forms,omitempty"`
@@ -123,11 +119,6 @@ type welcomeMsg struct {
 	// Stripes is the most channels the agent carries one connection over,
 	// the smaller of its own and the hello's (stripe.go); 0: none.
 	Stripes int `json:"stripes,omitempty"`
-	// DatagramStripes says the agent takes the CLI's UDP flows striped,
-	// and hands flows of served UDP ports over striped to a CLI whose
-	// hello said DatagramStripes, when the connection stripes
-	// (udpstream.go).
-	DatagramStripes bool `json:"datagramStripes,omitempty"`
 	// UDPServe says the agent takes datagram-forward requests (udp.go):
 	// a run may serve a name's UDP port, if the platform can.
 	UDPServe bool `json:"udpServe,omitempty"`

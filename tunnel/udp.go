@@ -21,7 +21,7 @@ import (
 // the datagrams between one local socket and the name's port in the
 // cluster. Each datagram, in either direction, is preceded by its length
 // as a 2-byte big-endian integer. A frame longer than MaxDatagram is
-// malformed: it closes that flow, and only that one. The channel's
+// malformed: it closes that channel, and only that one. The channel's
 // bytes are a stream of frames: a write may hold several frames (batched,
 // see batchBytes) and a frame may span SSH packets, as a reader of every
 // version of plug takes them, so batching needed no new version of the
@@ -29,11 +29,8 @@ import (
 //
 // One flow per channel keeps replies with the socket that sent the request
 // without a flow table on either side, and lets the agent count flows in
-// the same per-key cap as TCP connections (Limits.ChannelsPerKey). Where
-// both ends say so, a flow is carried striped instead, the stream of its
-// frames over as many channels as its rate needs, each counted in the
-// same cap (udpstream.go, stripe.go). A flow ends when it has carried
-// nothing, either way, for DatagramIdle.
+// the same per-key cap as TCP connections (Limits.ChannelsPerKey). A flow
+// ends when it has carried nothing, either way, for DatagramIdle.
 //
 // The agent says it opens these channels in its welcome (Datagrams): the
 // CLI opens none to an agent that did not say so, and OpenSSH clients,
@@ -248,43 +245,32 @@ func PairDatagrams(a, b net.Conn) {
 }
 
 // pumpDatagrams reads the datagrams of conn as frames and hands them to
-// write, as many at once as have arrived up to limit bytes (nextFrames),
-// until conn or write fails, or nothing has crossed either way for
-// DatagramIdle.
+// write, as many at once as have arrived up to limit bytes (frameReader),
+// until conn or write fails, or nothing has crossed
+// either way for DatagramIdle: last is when the latest datagram crossed,
+// which pumpDatagrams sets and whoever carries the other way sets too. An
+// ICMP port unreachable, which loses a datagram, ends nothing.
 func pumpDatagrams(conn net.Conn, last *atomic.Int64, limit int, write func(frames []byte) error) {
 	fr := framesOf(conn)
 	buf := make([]byte, 0, limit+frameRoom)
 	for {
-		frames, err := nextFrames(conn, fr, last, buf[:0], limit)
-		if err != nil || write(frames) != nil {
-			return
-		}
-	}
-}
-
-// nextFrames appends to dst the frames of conn's next datagrams (fr, its
-// frameReader), waiting for the first, as many as have arrived up to limit
-// bytes. It returns io.EOF when nothing has crossed either way for
-// DatagramIdle: last is when the latest datagram crossed, which
-// nextFrames sets and whoever carries the other way sets too. An ICMP
-// port unreachable, which loses a datagram, ends nothing.
-func nextFrames(conn net.Conn, fr frameReader, last *atomic.Int64, dst []byte, limit int) ([]byte, error) {
-	for {
 		conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
-		frames, err := fr.readFrames(dst, limit)
+		frames, err := fr.readFrames(buf[:0], limit)
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
 			if time.Since(time.Unix(0, last.Load())) < DatagramIdle {
 				continue
 			}
-			return dst, io.EOF
+			return
 		case errors.Is(err, syscall.ECONNREFUSED):
 			continue
 		case err != nil:
-			return dst, err
+			return
 		}
 		last.Store(time.Now().UnixNano())
-		return frames, nil
+		if write(frames) != nil {
+			return
+		}
 	}
 }

@@ -105,8 +105,8 @@ func BenchmarkCarriedUDPName(b *testing.B) {
 // BenchmarkCarriedUDPNameAt20ms is BenchmarkCarriedUDPName with the SSH
 // connection through a 20 ms round trip without loss
 // (tunneltest.NewDelayLine), 1,536 datagrams in flight (1.8 MB, within a
-// flow's queue of 2 MiB: 690 Mbit/s at 21.5 ms): what one flow carries
-// where a channel's 2 MiB window allows about 780 Mbit/s.
+// flow's queue of 2 MiB: 690 Mbit/s at 21.5 ms): what one flow carries on
+// its one channel, whose 2 MiB window allows about 780 Mbit/s.
 func BenchmarkCarriedUDPNameAt20ms(b *testing.B) {
 	p := tunneltest.NewPlatform()
 	p.AddWorkload("echo:7", runEcho(b))
