@@ -41,7 +41,7 @@
 #                           quiet machine fails here first
 #   ./build.sh demo         plug doing its job on the local Kubernetes, narrated
 #                           (run as root)
-#   ./build.sh bench [--quick] [--no-build]
+#   ./build.sh bench [--quick] [--no-build] [--only-start | --only-udp]
 #                           the benchmark: plug against raw TCP and OpenSSH on
 #                           the local Kubernetes (testdata/bench; run as root)
 #   ./build.sh bench --scale [--counts N,N,...] [--runs N] [--no-build]

@@ -72,7 +72,7 @@ const batchBytes = 64 << 10
 // datagrams that have arrived: readFrames appends to dst the frame of the
 // next datagram, waiting for it until the read deadline, then the frames
 // of those already waiting while dst is shorter than limit. dst has room
-// for limit+2+MaxDatagram bytes. It returns at least one frame, or none and
+// for limit+frameRoom bytes. It returns at least one frame, or none and
 // the error.
 type frameReader interface {
 	readFrames(dst []byte, limit int) ([]byte, error)
@@ -103,6 +103,32 @@ func (o oneDatagram) readFrames(dst []byte, limit int) ([]byte, error) {
 	return putFrameHeader(dst, at, n), nil
 }
 
+// maxRead is the room of one read of a socket: the largest datagram, or a
+// coalesced run of datagrams (udpgso_linux.go), whose IP packet's length
+// field bounds it below 64 KiB.
+const maxRead = 1 << 16
+
+// frameRoom is the most bytes of frames one read of a socket yields: its
+// datagrams, each with its 2-byte length.
+const frameRoom = maxRead + 2*maxSegments
+
+// eachDatagram calls f with each datagram of b, one read of a socket (or
+// one write of a run): one datagram, or when size is over 0 a coalesced
+// run of datagrams of size bytes each (the last may be shorter).
+func eachDatagram(b []byte, size int, f func(d []byte)) {
+	for size > 0 && len(b) > size {
+		f(b[:size])
+		b = b[size:]
+	}
+	f(b)
+}
+
+// appendRun appends the frames of the datagrams of b (eachDatagram).
+func appendRun(dst, b []byte, size int) []byte {
+	eachDatagram(b, size, func(d []byte) { dst = appendFrame(dst, d) })
+	return dst
+}
+
 // putFrameHeader frames the n bytes of a datagram read at dst[at+2:]:
 // it writes their length at dst[at:] and returns dst up to their end.
 func putFrameHeader(dst []byte, at, n int) []byte {
@@ -116,26 +142,40 @@ func appendFrame(dst, b []byte) []byte {
 	return append(binary.BigEndian.AppendUint16(dst, uint16(len(b))), b...)
 }
 
-// readDatagram reads one frame into buf (at least MaxDatagram long) and
-// returns its datagram. A length over MaxDatagram is an error.
-func readDatagram(r io.Reader, buf []byte) ([]byte, error) {
-	var head [2]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return nil, err
+// readDatagramFrame reads one frame of r and appends it to dst (which has room
+// for it, or grows). A length over MaxDatagram is an error.
+func readDatagramFrame(r io.Reader, dst []byte) ([]byte, error) {
+	at := len(dst)
+	dst = append(dst, 0, 0)
+	if _, err := io.ReadFull(r, dst[at:]); err != nil {
+		return dst[:at], err
 	}
-	n := int(binary.BigEndian.Uint16(head[:]))
+	n := int(binary.BigEndian.Uint16(dst[at:]))
 	if n > MaxDatagram {
-		return nil, fmt.Errorf("%w: length %d is over %d", errMalformedDatagram, n, MaxDatagram)
+		return dst[:at], fmt.Errorf("%w: length %d is over %d", errMalformedDatagram, n, MaxDatagram)
 	}
-	if _, err := io.ReadFull(r, buf[:n]); err != nil {
-		return nil, err
+	dst = append(dst, make([]byte, n)...)
+	if _, err := io.ReadFull(r, dst[at+2:]); err != nil {
+		return dst[:at], err
 	}
-	return buf[:n], nil
+	return dst, nil
+}
+
+// frameBuffered is whether r holds the whole of a next frame, so that
+// reading it waits for nothing.
+func frameBuffered(r *bufio.Reader) bool {
+	if r.Buffered() < 2 {
+		return false
+	}
+	head, _ := r.Peek(2) // buffered: Peek does not read
+	return r.Buffered() >= 2+int(binary.BigEndian.Uint16(head))
 }
 
 // relayDatagrams carries the frames of ch to conn, a datagram socket (each
 // Write one datagram, each Read one), and conn's datagrams back, batched
-// (batchBytes), until ch ends, a frame is malformed (the error returned),
+// (batchBytes) both ways: the frames that one read of ch brought are sent
+// together (frameWriter), those conn's reads find waiting cross in one
+// write of ch. It does so until ch ends, a frame is malformed (the error returned),
 // or nothing has crossed either way for DatagramIdle. Both are closed when
 // it returns.
 func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
@@ -160,9 +200,11 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 	// Frames are read from a buffer of the channel's bytes: one Read of
 	// the channel takes a burst's frames, not two per datagram.
 	r := bufio.NewReaderSize(ch, batchBytes)
-	buf := make([]byte, MaxDatagram)
+	w := framesTo(conn)
+	var batch []byte // grows to the bursts the flow has
 	for {
-		b, err := readDatagram(r, buf)
+		var err error
+		batch, err = readDatagramFrame(r, batch)
 		if err != nil {
 			if errors.Is(err, errMalformedDatagram) {
 				stop(err)
@@ -170,42 +212,47 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 			stop(nil)
 			break
 		}
+		if len(batch) < batchBytes && frameBuffered(r) {
+			continue
+		}
 		last.Store(time.Now().UnixNano())
-		conn.Write(b) // a datagram the socket refuses is lost, as UDP's may be
+		w.writeFrames(batch) // a datagram the socket refuses is lost, as UDP's may be
+		batch = batch[:0]
 	}
 	<-done
 	return bad
 }
 
 // PairDatagrams carries the datagrams of a to b and those of b to a, both
-// datagram sockets (each Write one datagram, each Read one), until either
-// fails or nothing has crossed either way for DatagramIdle. Both are
-// closed when it returns.
+// datagram sockets (each Write one datagram, each Read one), those that
+// wait together sent together (frameWriter), until either fails or
+// nothing has crossed either way for DatagramIdle. Both are closed when it
+// returns.
 func PairDatagrams(a, b net.Conn) {
 	var last atomic.Int64 // unix nanoseconds of the latest datagram
 	last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pumpDatagrams(a, &last, 0, func(f []byte) error { _, err := b.Write(f[2:]); return err })
+		pumpDatagrams(a, &last, batchBytes, framesTo(b).writeFrames)
 		b.Close()
 		a.Close()
 	}()
-	pumpDatagrams(b, &last, 0, func(f []byte) error { _, err := a.Write(f[2:]); return err })
+	pumpDatagrams(b, &last, batchBytes, framesTo(a).writeFrames)
 	a.Close()
 	b.Close()
 	<-done
 }
 
 // pumpDatagrams reads the datagrams of conn as frames and hands them to
-// write, as many at once as have arrived up to limit bytes (0: one at a
-// time; frameReader), until conn or write fails, or nothing has crossed
+// write, as many at once as have arrived up to limit bytes (frameReader),
+// until conn or write fails, or nothing has crossed
 // either way for DatagramIdle: last is when the latest datagram crossed,
 // which pumpDatagrams sets and whoever carries the other way sets too. An
 // ICMP port unreachable, which loses a datagram, ends nothing.
 func pumpDatagrams(conn net.Conn, last *atomic.Int64, limit int, write func(frames []byte) error) {
 	fr := framesOf(conn)
-	buf := make([]byte, 0, limit+2+MaxDatagram)
+	buf := make([]byte, 0, limit+frameRoom)
 	for {
 		conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
 		frames, err := fr.readFrames(buf[:0], limit)

@@ -11,7 +11,8 @@ import (
 // On Linux a UDP socket's datagrams are read in batches (frameReader):
 // once one has arrived, the socket is read again without waiting until it
 // has no more (EAGAIN) or the batch is full, all in one wake-up of the
-// goroutine.
+// goroutine; and each read may return a coalesced run of datagrams
+// (udpgso_linux.go).
 
 // socketFrames is the frameReader of conn when it is a UDP socket; nil
 // otherwise.
@@ -24,18 +25,22 @@ func socketFrames(conn net.Conn) frameReader {
 	if err != nil {
 		return nil
 	}
-	return socketFrameReader{raw}
+	takeCoalesced(u)
+	return &socketFrameReader{raw: raw, buf: make([]byte, maxRead), oob: make([]byte, coalescedSpace)}
 }
 
-type socketFrameReader struct{ raw syscall.RawConn }
+type socketFrameReader struct {
+	raw syscall.RawConn
+	buf []byte // one read's datagrams
+	oob []byte // its control message
+}
 
-func (s socketFrameReader) readFrames(dst []byte, limit int) ([]byte, error) {
+func (s *socketFrameReader) readFrames(dst []byte, limit int) ([]byte, error) {
 	start := len(dst)
 	var failed error
 	err := s.raw.Read(func(fd uintptr) bool {
 		for len(dst) == start || len(dst) < limit {
-			at := len(dst)
-			n, err := unix.Read(int(fd), dst[at+2:at+2+MaxDatagram])
+			n, oobn, _, _, err := unix.Recvmsg(int(fd), s.buf, s.oob, 0)
 			switch {
 			case errors.Is(err, unix.EAGAIN):
 				return len(dst) > start // none yet: wait for one
@@ -47,7 +52,7 @@ func (s socketFrameReader) readFrames(dst []byte, limit int) ([]byte, error) {
 				}
 				return true // a batch read so far goes; the error comes again next time
 			}
-			dst = putFrameHeader(dst, at, n)
+			dst = appendRun(dst, s.buf[:n], coalescedSize(s.oob[:oobn]))
 		}
 		return true
 	})

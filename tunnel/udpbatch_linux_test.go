@@ -34,7 +34,7 @@ func TestAUDPSocketsWaitingDatagramsAreReadAsBatches(t *testing.T) {
 		}
 	}
 	fr := framesOf(rx)
-	buf := make([]byte, 0, batchBytes+2+MaxDatagram)
+	buf := make([]byte, 0, batchBytes+frameRoom)
 	got, batches, most := 0, 0, 0
 	for got < sent {
 		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -42,18 +42,19 @@ func TestAUDPSocketsWaitingDatagramsAreReadAsBatches(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d of %d datagrams: %v", got, sent, err)
 		}
-		if len(frames) > batchBytes+2+MaxDatagram {
-			t.Fatalf("a batch of %d bytes, over %d", len(frames), batchBytes+2+MaxDatagram)
+		if len(frames) > batchBytes+frameRoom {
+			t.Fatalf("a batch of %d bytes, over %d", len(frames), batchBytes+frameRoom)
 		}
 		batches++
 		in, lastAt := 0, 0
-		r, d := bytes.NewReader(frames), make([]byte, MaxDatagram)
+		r := bytes.NewReader(frames)
 		for r.Len() > 0 {
 			lastAt = len(frames) - r.Len()
-			b, err := readDatagram(r, d)
+			f, err := readDatagramFrame(r, nil)
 			if err != nil {
 				t.Fatalf("batch %d: %v", batches, err)
 			}
+			b := f[2:]
 			want := bytes.Repeat([]byte{byte(got)}, sizes[got%len(sizes)])
 			binary.BigEndian.PutUint32(want, uint32(got))
 			if !bytes.Equal(b, want) {

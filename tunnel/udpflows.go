@@ -124,6 +124,7 @@ type DatagramFlows struct {
 // it (Linux), even when pc is bound to every address of the machine.
 func NewDatagramFlows(pc *net.UDPConn, budget FlowBudget, handle func(net.Conn)) *DatagramFlows {
 	reportDestinations(pc)
+	takeCoalesced(pc)
 	bufferDatagrams(pc)
 	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), flows: map[netip.AddrPort]*datagramFlow{}}
 	d.bytes, _ = budget.(ByteBudget)
@@ -149,8 +150,8 @@ func (d *DatagramFlows) Close() error {
 
 func (d *DatagramFlows) receive() {
 	defer close(d.done)
-	buf := make([]byte, MaxDatagram)
-	oob := make([]byte, controlSpace)
+	buf := make([]byte, maxRead)
+	oob := make([]byte, controlSpace+coalescedSpace)
 	for {
 		n, oobn, _, src, err := d.pc.ReadMsgUDPAddrPort(buf, oob)
 		if errors.Is(err, net.ErrClosed) {
@@ -163,7 +164,7 @@ func (d *DatagramFlows) receive() {
 		if f == nil {
 			continue // over the budget: dropped
 		}
-		f.enqueue(buf[:n])
+		eachDatagram(buf[:n], coalescedSize(oob[:oobn]), f.enqueue)
 	}
 }
 

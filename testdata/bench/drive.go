@@ -52,6 +52,7 @@ func drive(args []string) error {
 	fs.BoolVar(&d.parallel, "parallel", false, "measure the latency of the paths at the same time, and skip the throughput of OpenSSH → agent (for a profile with a long round trip)")
 	fs.BoolVar(&d.onlyPaths, "only-paths", false, "measure the paths only, not session start and runs")
 	fs.BoolVar(&d.onlyStart, "only-start", false, "measure session start only")
+	fs.BoolVar(&d.onlyUDP, "only-udp", false, "measure UDP throughput only, beside plug's TCP throughput")
 	fs.Parse(args)
 	for name, v := range map[string]string{"profile": d.profile, "work": d.work, "home": d.home, "plug": d.plug, "tool": d.tool,
 		"server-ip": d.serverIP, "server-cluster-ip": d.serverClusterIP, "laptop-ip": d.laptopIP, "node-ip": d.nodeIP, "ssh-key": d.sshKey} {
@@ -85,7 +86,7 @@ type driver struct {
 	bytes                                               int64
 	rr, connects, concurrent, starts, runs              int
 	udpFor                                              time.Duration
-	parallel, onlyPaths, onlyStart                      bool
+	parallel, onlyPaths, onlyStart, onlyUDP             bool
 
 	out      *csv.Writer
 	failures int
@@ -103,7 +104,7 @@ func (d *driver) run() error {
 		{"session start", d.sessionStart},
 		{"paths", d.paths},
 	}
-	if d.onlyPaths {
+	if d.onlyPaths || d.onlyUDP {
 		steps = steps[2:]
 	}
 	if d.onlyStart {

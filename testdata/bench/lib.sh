@@ -286,7 +286,7 @@ drive() {
 	# round trips and 500 setups each in 10 turns: 10,000 would take 4 min.
 	# The wan100 profile measures the paths only, with 400 round trips and
 	# 100 setups.
-	bytes=1073741824 rr=10000 connects=1000 starts=10 runs=50 parallel=false only_paths=false only_start=false udp_for=10s
+	bytes=1073741824 rr=10000 connects=1000 starts=10 runs=50 parallel=false only_paths=false only_start=false only_udp=false udp_for=10s
 	[ "$1" = wan ] && rr=2000 connects=500 parallel=true
 	[ "$1" = wan100 ] && rr=400 connects=100 parallel=true only_paths=true
 	if [ "$QUICK" = 1 ]; then
@@ -295,6 +295,7 @@ drive() {
 		[ "$1" = wan100 ] && rr=100 connects=20
 	fi
 	[ "$ONLY_START" = 0 ] || only_start=true
+	[ "$ONLY_UDP" = 0 ] || only_udp=true
 	"$TOOL" drive -profile "$1" -work "$OUT/logs" -netns "$NETNS" -home "$WORK/home" \
 		-plug "$PLUG" -tool "$TOOL" -kubectl "$KUBECTL" -ns "$KNS" \
 		-server-ip "$SERVER_IP" -server-cluster-ip "$SERVER_CLUSTER_IP" \
@@ -302,7 +303,7 @@ drive() {
 		-agent-port "$NODEPORT" -sshd-port "$SSHD_PORT" -ssh-forward-port "$SSH_FORWARD_PORT" -sshd-pid "$SSHD_PID" -ssh-key "$WORK/id_ed25519" \
 		-bytes "$bytes" -rr "$rr" -connects "$connects" -concurrent 1000 \
 		-starts "$starts" -runs "$runs" -udp-for "$udp_for" -parallel="$parallel" -only-paths="$only_paths" \
-		-only-start="$only_start" >>"$CSV"
+		-only-start="$only_start" -only-udp="$only_udp" >>"$CSV"
 }
 
 # machine describes this machine for the results.

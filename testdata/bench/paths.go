@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,8 @@ type path struct {
 //	udp-plug       plug -c (benchsrv's UDP port), plug -s …/udp (the name benchudp)
 //
 // UDP that does not start is a failed measurement; TCP goes on without it.
+// With -only-udp only the UDP paths' throughput is measured, and beside it
+// the TCP throughput of plug's paths, which it is compared with.
 func (d *driver) paths() error {
 	procs, err := d.startPaths()
 	defer func() {
@@ -68,8 +71,12 @@ func (d *driver) paths() error {
 		{"serve/openssh-agent", "benchssh:" + clusterPort, "pod", false},
 		{"serve/plug", "benchup:" + clusterPort, "pod", false},
 	}
-	failed := d.concurrency(all)
-	d.throughput(all, failed, procs)
+	if d.onlyUDP {
+		all = slices.DeleteFunc(all, func(p path) bool { return !strings.HasSuffix(p.name, "/plug") })
+		d.throughput(all, map[string]bool{}, procs)
+	} else {
+		d.throughput(all, d.concurrency(all), procs)
+	}
 	for _, p := range udp {
 		d.logf("path %s: throughput", p.name)
 		out, err := d.runSuite(p, "-rr", "0", "-for", d.udpFor.String())
@@ -81,7 +88,9 @@ func (d *driver) paths() error {
 			d.row(p.name, metric, values[0])
 		}
 	}
-	d.latency(append(all, udp...))
+	if !d.onlyUDP {
+		d.latency(append(all, udp...))
+	}
 	return nil
 }
 

@@ -118,7 +118,7 @@ func (w *markdown) header(machine, command, wan, load string, took int) {
 // plug, with plug's ratio to straight.
 func (w *markdown) udp() {
 	w.table(fmt.Sprintf("UDP throughput: %d-byte datagrams kept in flight to an echo, one socket (each way at once)", udpDatagram),
-		"| profile | side | straight Mbit/s | datagrams/s | lost | plug Mbit/s | datagrams/s | lost | plug ÷ straight |", "|---|---|--:|--:|--:|--:|--:|--:|--:|")
+		"| profile | side | straight Mbit/s | datagrams/s | lost | plug Mbit/s | datagrams/s | lost | plug ÷ straight | plug's TCP Mbit/s, faster way | plug's UDP ÷ TCP |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, pr := range profiles {
 		for _, side := range []string{"consume", "serve"} {
 			cells := []string{pr.label, side}
@@ -131,7 +131,9 @@ func (w *markdown) udp() {
 				}
 				cells = append(cells, num("%.0f", w.r.get(pr.name, p, "udp_mbps")), num("%.0f", w.r.get(pr.name, p, "udp_dps")), cell)
 			}
-			cells = append(cells, percent(w.r.get(pr.name, side+"/udp-plug", "udp_mbps")/w.r.get(pr.name, side+"/udp-raw", "udp_mbps")))
+			udp := w.r.get(pr.name, side+"/udp-plug", "udp_mbps")
+			tcp := max(w.r.get(pr.name, side+"/plug", "l2p_mbps"), w.r.get(pr.name, side+"/plug", "p2l_mbps"))
+			cells = append(cells, percent(udp/w.r.get(pr.name, side+"/udp-raw", "udp_mbps")), num("%.0f", tcp), percent(udp/tcp))
 			w.p("| %s |", strings.Join(cells, " | "))
 		}
 	}
@@ -139,8 +141,9 @@ func (w *markdown) udp() {
 	w.p("Straight: the laptop sends to the pod's address (consume), a pod to the laptop's (serve). " +
 		"plug: the laptop's program, run by `plug -c`, sends to the Service `benchsrv`'s UDP port by name (consume); " +
 		"a pod sends to `benchudp`, which `plug -s benchudp:9000:9001/udp` serves with the laptop's echo (serve). " +
-		"The sender keeps as many datagrams in flight as the path carries without a queue forming (its window grows while the fastest echo of a round stays near the fastest of all and the round lost no more than 1 + 1 %% of its datagrams, and shrinks when not: testdata/bench/README.md); " +
+		"The sender keeps as many datagrams in flight as the path carries without a queue forming (its window grows while the fastest echo of a round stays near the fastest of all and the round lost no more than 1 + 1 %% of its datagrams, and shrinks when not, never below 1,024: testdata/bench/README.md); " +
 		"Mbit/s and datagrams/s count the echoes, so both directions carry that much at once. " +
+		"plug's TCP: one connection through plug on the same side in the same run, the faster of its two directions (the throughput table). " +
 		"*Lost*: sent and never echoed; *late*: echoed after the sender had given up on it (no echo within 4 round trips, at least 200 ms) and sent another in its place.")
 	w.p("")
 	w.table("UDP round trip: one 64-byte datagram at a time, p50 / p99 (µs)",
@@ -389,6 +392,18 @@ func (w *markdown) targets() {
 		v = math.Max(w.r.get("none", kind.path, "p50_ms"), w.r.get("wan", kind.path, "p50_ms"))
 		w.target("session start ≤ 1 s p50, "+kind.label+" (worse profile)", num("%.0f ms", v), v <= 1000, whyKubeProxy)
 	}
+	for _, pr := range profiles[:2] {
+		v = worstOver(func(side string) float64 {
+			return -w.r.get(pr.name, side+"/udp-plug", "udp_mbps") / max(w.r.get(pr.name, side+"/plug", "l2p_mbps"), w.r.get(pr.name, side+"/plug", "p2l_mbps"))
+		})
+		w.target("UDP through plug ≥ 50 % of TCP through plug, "+pr.label+" (worse side)", percent(-v), -v >= 0.5, "")
+	}
+	lostOrLate := func(side, path string) float64 {
+		p := side + "/" + path
+		return (w.r.get("wan", p, "udp_lost") + w.r.get("wan", p, "udp_late")) / w.r.get("wan", p, "udp_sent")
+	}
+	v = worstOver(func(side string) float64 { return lostOrLate(side, "udp-plug") / lostOrLate(side, "udp-raw") })
+	w.target("UDP lost or late through plug ≤ 2× straight, 20 ms RTT (worse side)", times(v), v <= 2, "")
 	fails, opened := 0.0, 0.0
 	for _, pr := range profiles {
 		for _, side := range []string{"consume", "serve"} {

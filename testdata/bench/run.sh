@@ -1,5 +1,5 @@
 #!/bin/sh
-# run.sh [--quick] [--no-build] [--only-start] — plug's benchmark (./build.sh bench).
+# run.sh [--quick] [--no-build] [--only-start | --only-udp] — plug's benchmark (./build.sh bench).
 #
 # Measures plug's tunnel side by side with raw TCP and OpenSSH on the local
 # Kubernetes of testdata/cluster (started when it is not up; left running),
@@ -25,6 +25,8 @@
 #   --no-build   use dist/ and the bench tool as they are
 #   --only-start session start only, on loopback and at 20 ms (with --quick
 #                3 runs of each kind, else 10); no footprint
+#   --only-udp   UDP throughput only, beside plug's TCP throughput, on
+#                loopback and at 20 ms; no footprint
 #
 # PLUG_BENCH_IMAGE names the agent's image (default: the cluster's,
 # plug:dev); with it set, dist/plug-image.tar must hold that tag
@@ -35,13 +37,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
 
-QUICK=0 BUILD=1 ONLY_START=0
+QUICK=0 BUILD=1 ONLY_START=0 ONLY_UDP=0
 for a in "$@"; do
 	case $a in
 	--quick) QUICK=1 ;;
 	--no-build) BUILD=0 ;;
 	--only-start) ONLY_START=1 ;;
-	*) die "unknown argument $a; use --quick, --no-build and/or --only-start" ;;
+	--only-udp) ONLY_UDP=1 ;;
+	*) die "unknown argument $a; use --quick, --no-build, --only-start or --only-udp" ;;
 	esac
 done
 [ "$(id -u)" = 0 ] || die "run as root: it creates a network namespace and its link"
@@ -68,7 +71,7 @@ deploy
 CSV=$OUT/bench.csv
 echo "profile,path,metric,value" >"$CSV"
 profiles="none wan wan100"
-[ "$ONLY_START" = 0 ] || profiles="none wan"
+[ "$ONLY_START" = 0 ] && [ "$ONLY_UDP" = 0 ] || profiles="none wan"
 for profile in $profiles; do
 	link_up "$profile"
 	[ -n "${PLUG:-}" ] || laptop_profile
@@ -76,7 +79,7 @@ for profile in $profiles; do
 	drive "$profile" || FAILED=1
 	link_down
 done
-if [ "$ONLY_START" = 0 ]; then
+if [ "$ONLY_START" = 0 ] && [ "$ONLY_UDP" = 0 ]; then
 	say "footprint"
 	"$TOOL" footprint -dist "$repo/dist" -module "$repo" >>"$CSV"
 fi
@@ -87,7 +90,7 @@ cat "$OUT/RESULTS.md"
 # A full run that measured everything is the one the README shows. The
 # section scale.sh wrote (between its markers) and the one the tests'
 # figures are in ("## Measured by the tests") are kept.
-if [ "$QUICK" = 0 ] && [ "$ONLY_START" = 0 ] && [ -z "${FAILED:-}" ]; then
+if [ "$QUICK" = 0 ] && [ "$ONLY_START" = 0 ] && [ "$ONLY_UDP" = 0 ] && [ -z "${FAILED:-}" ]; then
 	sed -n '/^<!-- scale -->$/,/^<!-- \/scale -->$/p' "$here/RESULTS.md" >"$WORK/scale-section"
 	sed -n '/^## Measured by the tests$/,$p' "$here/RESULTS.md" | sed '/^<!-- scale -->$/,/^<!-- \/scale -->$/d' >"$WORK/tests-section"
 	cp "$OUT/RESULTS.md" "$here/RESULTS.md"

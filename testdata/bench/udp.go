@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 )
@@ -57,12 +58,16 @@ func udpSuite(args []string) error {
 	if *size < 8 || *size > 65507 {
 		return errors.New("-size is 8 to 65,507 bytes")
 	}
-	c, err := net.Dial("udp", *addr)
+	nc, err := net.Dial("udp", *addr)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer nc.Close()
+	c := nc.(*net.UDPConn)
 	bigBuffers(c)
+	if err := takeRuns(c); err != nil {
+		return fmt.Errorf("taking datagrams in runs: %w", err)
+	}
 	out := func(metric string, v float64) { fmt.Printf("%s,%.3f\n", metric, v) }
 	if *rr > 0 {
 		rtts, lost, err := udpRoundTrips(c, *rr, *size, *timeout)
@@ -111,9 +116,9 @@ func bigBuffers(c any) {
 // warm-up of n/100 that is not counted, each carrying its sequence number
 // and waiting up to timeout for its echo; it returns the round trips of
 // those echoed and how many were not.
-func udpRoundTrips(c net.Conn, n, size int, timeout time.Duration) ([]time.Duration, int, error) {
+func udpRoundTrips(c *net.UDPConn, n, size int, timeout time.Duration) ([]time.Duration, int, error) {
 	msg := make([]byte, size)
-	buf := make([]byte, 65536)
+	r := newRunReader(c)
 	warm := n / 100
 	rtts := make([]time.Duration, 0, n)
 	lost := 0
@@ -126,7 +131,7 @@ func udpRoundTrips(c net.Conn, n, size int, timeout time.Duration) ([]time.Durat
 		}
 		c.SetReadDeadline(start.Add(timeout))
 		for {
-			m, err := c.Read(buf)
+			echo, _, err := r.next()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if i >= warm {
 					lost++
@@ -136,7 +141,7 @@ func udpRoundTrips(c net.Conn, n, size int, timeout time.Duration) ([]time.Durat
 			if err != nil {
 				return nil, 0, err
 			}
-			if m == size && binary.BigEndian.Uint64(buf) == seq {
+			if len(echo) == size && binary.BigEndian.Uint64(echo) == seq {
 				if i >= warm {
 					rtts = append(rtts, time.Since(start))
 				}
@@ -150,7 +155,7 @@ func udpRoundTrips(c net.Conn, n, size int, timeout time.Duration) ([]time.Durat
 
 // The window of the throughput measurement.
 const (
-	udpMinWindow = 32 // where CPU bounds a path, a few waiting at each hop let it work in batches
+	udpMinWindow = 16 * udpRun // where CPU bounds a path, runs waiting at each hop let it work in batches
 	udpMaxWindow = 8192
 	udpTracked   = 1 << 17 // datagrams between the oldest unanswered and the newest
 	udpFindLimit = 5 * time.Second
@@ -179,11 +184,11 @@ const (
 // in a window found as udpSuite says, for dur after the window was found,
 // then waits for those in flight. Echoed, echoedBytes count the echoes of
 // those dur; sent, expired and late the whole run.
-func udpThroughput(c net.Conn, size int, dur time.Duration) (udpResult, error) {
+func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, error) {
 	var r udpResult
 	ring := make([]udpSent, udpTracked)
-	msg := make([]byte, size)
-	buf := make([]byte, 65536)
+	run := make([]byte, 0, udpRun*size)
+	echoes := newRunReader(c)
 	var next, oldest uint64 // the next sequence number; the oldest maybe unanswered
 	window, outstanding := udpMinWindow, 0
 	var fastest time.Duration // the fastest echo of the run
@@ -254,15 +259,21 @@ func udpThroughput(c net.Conn, size int, dur time.Duration) (udpResult, error) {
 		if fastest == 0 && r.expired > 0 {
 			return r, fmt.Errorf("no echo of %d datagrams within %v", r.expired, wait)
 		}
-		for !stopping && outstanding < window && next-oldest < udpTracked {
-			binary.BigEndian.PutUint64(msg, next)
-			ring[next%udpTracked] = udpSent{seq: next, at: time.Now()}
-			if _, err := c.Write(msg); err != nil {
+		// The window's free places, a run in each write, once the echoes
+		// of the last read are counted: a run of echoes frees a run.
+		for !stopping && outstanding < window && next-oldest < udpTracked && !echoes.more() {
+			run = run[:0]
+			at := time.Now()
+			for ; len(run) < udpRun*size && outstanding < window && next-oldest < udpTracked; next++ {
+				run = binary.BigEndian.AppendUint64(run, next)
+				run = append(run, make([]byte, size-8)...)
+				ring[next%udpTracked] = udpSent{seq: next, at: at}
+				outstanding++
+				r.sent++
+			}
+			if err := writeRun(c, run, size, netip.AddrPort{}); err != nil {
 				return r, err
 			}
-			next++
-			outstanding++
-			r.sent++
 		}
 		deadline := now.Add(wait)
 		if oldest < next {
@@ -271,18 +282,21 @@ func udpThroughput(c net.Conn, size int, dur time.Duration) (udpResult, error) {
 		if !stopping && !from.IsZero() && until.Before(deadline) {
 			deadline = until
 		}
-		c.SetReadDeadline(deadline)
-		n, err := c.Read(buf)
+		if !echoes.more() {
+			c.SetReadDeadline(deadline) // next reads the socket
+		}
+		echo, _, err := echoes.next()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
 		if err != nil {
 			return r, err
 		}
+		n := len(echo)
 		if n != size {
 			continue
 		}
-		seq := binary.BigEndian.Uint64(buf)
+		seq := binary.BigEndian.Uint64(echo)
 		s := &ring[seq%udpTracked]
 		if seq >= next || s.seq != seq {
 			continue

@@ -56,22 +56,28 @@ func serve(args []string) error {
 		if err != nil {
 			return err
 		}
-		go func() { errs <- echoLoop(pc) }()
+		go func() { errs <- echoLoop(pc.(*net.UDPConn)) }()
 	}
 	log.Printf("serving the bench protocol and a UDP echo on %v", fs.Args())
 	return untilSignal(errs)
 }
 
-// echoLoop sends every datagram pc receives back to its sender.
-func echoLoop(pc net.PacketConn) error {
+// echoLoop sends every datagram pc receives back to its sender: those
+// that one read takes together (a run, udpbatch.go) in one write.
+func echoLoop(pc *net.UDPConn) error {
 	bigBuffers(pc)
-	buf := make([]byte, 65536)
+	takeRuns(pc)
+	buf, oob := make([]byte, 1<<16), make([]byte, syscall.CmsgSpace(4))
 	for {
-		n, from, err := pc.ReadFrom(buf)
+		n, oobn, _, from, err := pc.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			return err
 		}
-		pc.WriteTo(buf[:n], from)
+		size := runSize(oob[:oobn])
+		if size == 0 {
+			size = n
+		}
+		writeRun(pc, buf[:n], size, from)
 	}
 }
 

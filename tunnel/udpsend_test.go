@@ -1,0 +1,97 @@
+package tunnel
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// framesOfSizes is a batch of frames of datagrams of the sizes given, each
+// datagram's bytes telling it from the others.
+func framesOfSizes(sizes ...int) ([]byte, [][]byte) {
+	var frames []byte
+	var ds [][]byte
+	for i, n := range sizes {
+		d := bytes.Repeat([]byte{byte(i + 1)}, n)
+		ds = append(ds, d)
+		frames = appendFrame(frames, d)
+	}
+	return frames, ds
+}
+
+// TestRunsOfDatagramsCrossUDPSocketsWhole: frames written to a UDP socket
+// (runs of one size in one write, where the system can) reach a socket
+// that takes coalesced runs as the same datagrams, each whole, in order,
+// and are read as their frames; the writer of a conn that is not a UDP
+// socket writes each datagram.
+func TestRunsOfDatagramsCrossUDPSocketsWhole(t *testing.T) {
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	bufferDatagrams(rx)
+	tx, err := net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	sizes := []int{1200, 1200, 1200, 1200, 300, 1200, 1200, MaxDatagram, 0, 64, 64, 64}
+	frames, _ := framesOfSizes(sizes...)
+	if err := framesTo(tx).writeFrames(frames); err != nil {
+		t.Fatal(err)
+	}
+	fr := framesOf(rx)
+	var got []byte
+	for len(got) < len(frames) {
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		batch, err := fr.readFrames(make([]byte, 0, batchBytes+frameRoom), batchBytes)
+		if err != nil {
+			t.Fatalf("after %d of %d bytes of frames: %v", len(got), len(frames), err)
+		}
+		got = append(got, batch...)
+	}
+	if !bytes.Equal(got, frames) {
+		t.Fatalf("the frames read are not those written (%d bytes, %d written)", len(got), len(frames))
+	}
+
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() { framesTo(a).writeFrames(frames) }()
+	buf := make([]byte, maxRead)
+	for i, n := range sizes {
+		b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		m, err := b.Read(buf)
+		if err != nil || m != n {
+			t.Fatalf("datagram %d over a pipe: %d bytes, %v; want %d", i, m, err, n)
+		}
+	}
+}
+
+// TestACutFrameIsNoDatagram: a stream of frames that ends inside a frame
+// yields the whole frames before it and then an error, never the part;
+// a length over MaxDatagram is malformed.
+func TestACutFrameIsNoDatagram(t *testing.T) {
+	frames, _ := framesOfSizes(10, 20)
+	r := bufio.NewReader(bytes.NewReader(frames[:len(frames)-1]))
+	dst, err := readDatagramFrame(r, nil)
+	if err != nil || len(dst) != 12 {
+		t.Fatalf("the whole frame: %d bytes, %v", len(dst), err)
+	}
+	if frameBuffered(r) {
+		t.Fatal("a cut frame counted as buffered whole")
+	}
+	dst, err = readDatagramFrame(r, dst)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || len(dst) != 12 {
+		t.Fatalf("the cut frame: %d bytes kept, %v", len(dst), err)
+	}
+	bad := binary.BigEndian.AppendUint16(nil, MaxDatagram+1)
+	if _, err := readDatagramFrame(bytes.NewReader(bad), nil); !errors.Is(err, errMalformedDatagram) {
+		t.Fatalf("a frame of %d bytes: %v", MaxDatagram+1, err)
+	}
+}
