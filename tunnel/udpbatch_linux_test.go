@@ -3,7 +3,6 @@ package tunnel
 import (
 	"bytes"
 	"encoding/binary"
-	"net"
 	"testing"
 	"time"
 )
@@ -13,17 +12,7 @@ import (
 // order they came, and a batch stops once it passes batchBytes, never
 // splitting a datagram; the largest datagram is one frame of its own size.
 func TestAUDPSocketsWaitingDatagramsAreReadAsBatches(t *testing.T) {
-	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rx.Close()
-	bufferDatagrams(rx)
-	tx, err := net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Close()
+	rx, tx := udpPair(t)
 	sizes := []int{1200, 8, MaxDatagram, 1200, 40000, 4}
 	const sent = 60
 	for seq := range sent {

@@ -11,6 +11,23 @@ import (
 	"time"
 )
 
+// udpPair is a UDP socket on loopback, with plug's buffers, and a socket
+// connected to it; both are closed when the test ends.
+func udpPair(t *testing.T) (rx, tx *net.UDPConn) {
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rx.Close() })
+	bufferDatagrams(rx)
+	tx, err = net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Close() })
+	return rx, tx
+}
+
 // framesOfSizes is a batch of frames of datagrams of the sizes given, each
 // datagram's bytes telling it from the others.
 func framesOfSizes(sizes ...int) ([]byte, [][]byte) {
@@ -30,17 +47,7 @@ func framesOfSizes(sizes ...int) ([]byte, [][]byte) {
 // and are read as their frames; the writer of a conn that is not a UDP
 // socket writes each datagram.
 func TestRunsOfDatagramsCrossUDPSocketsWhole(t *testing.T) {
-	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rx.Close()
-	bufferDatagrams(rx)
-	tx, err := net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Close()
+	rx, tx := udpPair(t)
 	sizes := []int{1200, 1200, 1200, 1200, 300, 1200, 1200, MaxDatagram, 0, 64, 64, 64}
 	frames, _ := framesOfSizes(sizes...)
 	if err := framesTo(tx).writeFrames(frames); err != nil {
