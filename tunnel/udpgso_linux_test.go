@@ -8,6 +8,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,5 +87,30 @@ func TestAFrameWriterWhoseRunIsRefusedSendsEachDatagram(t *testing.T) {
 	w.send = func(b, oob []byte) error { return broken }
 	if err := w.writeFrames(frames); !errors.Is(err, broken) {
 		t.Fatalf("a failed write: %v", err)
+	}
+}
+
+// TestTheSizeOfACoalescedRunIsFoundWithoutAllocating: a read's control
+// messages give the size of its run's datagrams, after another control
+// message too (a flow's destination), 0 when there is none, and finding it
+// allocates nothing, as it runs for every read.
+func TestTheSizeOfACoalescedRunIsFoundWithoutAllocating(t *testing.T) {
+	gro := make([]byte, unix.CmsgSpace(4))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&gro[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_GRO
+	h.SetLen(unix.CmsgLen(4))
+	binary.NativeEndian.PutUint32(gro[unix.CmsgLen(0):], 1200)
+	dst := unix.PktInfo4(&unix.Inet4Pktinfo{})
+	for _, c := range []struct {
+		oob  []byte
+		want int
+	}{{gro, 1200}, {append(slices.Clone(dst), gro...), 1200}, {dst, 0}, {nil, 0}, {gro[:3], 0}} {
+		if got := coalescedSize(c.oob); got != c.want {
+			t.Errorf("control messages of %d bytes: size %d, want %d", len(c.oob), got, c.want)
+		}
+	}
+	both := append(slices.Clone(dst), gro...)
+	if n := testing.AllocsPerRun(100, func() { coalescedSize(both) }); n != 0 {
+		t.Errorf("finding the size allocated %v times a read", n)
 	}
 }
