@@ -92,14 +92,22 @@ func benchmarkEchoes(b *testing.B, c *net.UDPConn, window int) {
 // port in the cluster and back, as a run carries them (DatagramFlows,
 // CarryDatagrams, the agent's socket to the workload): compare with
 // BenchmarkCarriedName, one way of TCP.
-func BenchmarkCarriedUDPName(b *testing.B) {
+func BenchmarkCarriedUDPName(b *testing.B) { benchmarkCarriedUDP(b, 0, udpWindow) }
+
+// benchmarkCarriedUDP measures a carried UDP name with window datagrams
+// in flight, the SSH connection through a round trip of twice delay (0:
+// straight).
+func benchmarkCarriedUDP(b *testing.B, delay time.Duration, window int) {
 	p := tunneltest.NewPlatform()
 	p.AddWorkload("echo:7", runEcho(b))
 	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
 	addr, hostKey, _ := tunneltest.StartAgent(b, p, func(a *tunnel.Agent) { a.Logf = func(string, ...any) {} })
+	if delay > 0 {
+		addr = tunneltest.NewDelayLine(b, addr, delay)
+	}
 	signer, _ := newKey(b)
 	s, _ := connect(b, addr, hostKey, signer, tunnel.RunInfo{})
-	benchmarkEchoes(b, localFlows(b, s, "echo:7"), udpWindow)
+	benchmarkEchoes(b, localFlows(b, s, "echo:7"), window)
 }
 
 // BenchmarkCarriedUDPNameAt20ms is BenchmarkCarriedUDPName with the SSH
@@ -107,15 +115,7 @@ func BenchmarkCarriedUDPName(b *testing.B) {
 // (tunneltest.NewDelayLine), 1,536 datagrams in flight (1.8 MB, within a
 // flow's queue of 2 MiB: 690 Mbit/s at 21.5 ms): what one flow carries on
 // its one channel, whose 2 MiB window allows about 780 Mbit/s.
-func BenchmarkCarriedUDPNameAt20ms(b *testing.B) {
-	p := tunneltest.NewPlatform()
-	p.AddWorkload("echo:7", runEcho(b))
-	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
-	addr, hostKey, _ := tunneltest.StartAgent(b, p, func(a *tunnel.Agent) { a.Logf = func(string, ...any) {} })
-	signer, _ := newKey(b)
-	s, _ := connect(b, tunneltest.NewDelayLine(b, addr, 10*time.Millisecond), hostKey, signer, tunnel.RunInfo{})
-	benchmarkEchoes(b, localFlows(b, s, "echo:7"), 1536)
-}
+func BenchmarkCarriedUDPNameAt20ms(b *testing.B) { benchmarkCarriedUDP(b, 10*time.Millisecond, 1536) }
 
 // BenchmarkServedUDPName: a workload's datagrams to a name whose UDP port
 // a run serves, to the developer's echo and back (the agent's
