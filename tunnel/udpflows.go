@@ -18,14 +18,16 @@ import (
 // address, each carried over a datagram channel of its own (udp.go), so
 // that the replies of the other side go back to the sender they answer.
 
-// flowQueue is how many datagrams of one flow may wait to be carried, and
+// flowQueue is how many reads of one flow's datagrams (each one datagram,
+// or a run that arrived coalesced) may wait to be carried, and
 // flowQueueBytes how many bytes; more are dropped, as a full socket buffer
 // drops them. The flow's writer waits only when the channel's window (2 MiB
 // in golang.org/x/crypto/ssh) is spent, for the peer to give it back: a
 // round trip of the connection, in which a sender at the rate the channel
 // carries sends about one window. So the queue holds one window's bytes —
 // the bandwidth-delay product of the fastest path a channel can fill —
-// and a count that bounds the cost of small datagrams.
+// and a count that bounds the cost of small datagrams. A read's datagrams
+// wait together, in one copy: a run costs one allocation, not one each.
 const (
 	flowQueue      = 4096
 	flowQueueBytes = 2 << 20
@@ -164,7 +166,7 @@ func (d *DatagramFlows) receive() {
 		if f == nil {
 			continue // over the budget: dropped
 		}
-		eachDatagram(buf[:n], coalescedSize(oob[:oobn]), f.enqueue)
+		f.enqueue(buf[:n], coalescedSize(oob[:oobn]))
 	}
 }
 
@@ -179,7 +181,7 @@ func (d *DatagramFlows) flow(src netip.AddrPort, oob []byte) *datagramFlow {
 	if !d.budget.Take() {
 		return nil
 	}
-	f := &datagramFlow{d: d, src: src, from: replyControl(oob), queue: make(chan []byte, flowQueue), closed: make(chan struct{})}
+	f := &datagramFlow{d: d, src: src, from: replyControl(oob), queue: make(chan datagramRun, flowQueue), closed: make(chan struct{})}
 	d.flows[src] = f
 	go d.handle(f)
 	return f
@@ -190,7 +192,7 @@ type datagramFlow struct {
 	d      *DatagramFlows
 	src    netip.AddrPort
 	from   []byte // the control message naming the replies' source; nil: the kernel picks
-	queue  chan []byte
+	queue  chan datagramRun
 	closed chan struct{}
 	once   sync.Once
 
@@ -198,41 +200,67 @@ type datagramFlow struct {
 	queued int  // bytes in queue
 	ended  bool // closed: nothing more is queued
 
-	deadline time.Time // of Read; set and read by the flow's one reader only
+	// Set and read by the flow's one reader only:
+	deadline time.Time   // of Read
+	taken    datagramRun // the datagrams of a run taken off the queue, not yet read
+}
+
+// datagramRun is one datagram, or when size is over 0 a run of datagrams
+// of size bytes each, the last maybe shorter (eachDatagram). A queued run's
+// b is never nil, even for an empty datagram: nil b is no datagram.
+type datagramRun struct {
+	b    []byte
+	size int
+}
+
+// next returns the first datagram of r and the rest (nil b when none).
+func (r datagramRun) next() ([]byte, datagramRun) {
+	if r.size <= 0 || len(r.b) <= r.size {
+		return r.b, datagramRun{}
+	}
+	return r.b[:r.size], datagramRun{r.b[r.size:], r.size}
 }
 
 func (f *datagramFlow) Read(b []byte) (int, error) {
-	d, err := f.next()
-	if err != nil {
+	if err := f.take(); err != nil {
 		return 0, err
 	}
+	var d []byte
+	d, f.taken = f.taken.next()
 	return copy(b, d), nil
 }
 
 // readFrames is the frameReader of the flow: its queue's datagrams, as
 // many as wait (udp.go).
 func (f *datagramFlow) readFrames(dst []byte, limit int) ([]byte, error) {
-	d, err := f.next()
-	if err != nil {
+	if err := f.take(); err != nil {
 		return dst, err
 	}
-	dst = appendFrame(dst, d)
-	for len(dst) < limit {
-		select {
-		case d := <-f.queue:
-			f.mu.Lock()
-			f.dequeued(d)
-			f.mu.Unlock()
+	for {
+		for f.taken.b != nil && len(dst) < limit {
+			var d []byte
+			d, f.taken = f.taken.next()
 			dst = appendFrame(dst, d)
+		}
+		if len(dst) >= limit {
+			return dst, nil
+		}
+		select {
+		case r := <-f.queue:
+			f.dequeued(r)
+			f.taken = r
 		default:
 			return dst, nil
 		}
 	}
-	return dst, nil
 }
 
-// next waits for the next datagram of the queue, until the read deadline.
-func (f *datagramFlow) next() ([]byte, error) {
+// take waits, unless datagrams of a run taken earlier are left, for the
+// next run of the queue, until the read deadline.
+func (f *datagramFlow) take() error {
+	if f.taken.b != nil {
+		return nil
+	}
 	var expired <-chan time.Time
 	if !f.deadline.IsZero() {
 		t := time.NewTimer(time.Until(f.deadline))
@@ -240,15 +268,14 @@ func (f *datagramFlow) next() ([]byte, error) {
 		expired = t.C
 	}
 	select {
-	case d := <-f.queue:
-		f.mu.Lock()
-		f.dequeued(d)
-		f.mu.Unlock()
-		return d, nil
+	case r := <-f.queue:
+		f.dequeued(r)
+		f.taken = r
+		return nil
 	case <-f.closed:
-		return nil, net.ErrClosed
+		return net.ErrClosed
 	case <-expired:
-		return nil, os.ErrDeadlineExceeded
+		return os.ErrDeadlineExceeded
 	}
 }
 
@@ -260,26 +287,44 @@ func (f *datagramFlow) Write(b []byte) (int, error) {
 	return f.d.pc.WriteToUDPAddrPort(b, f.src)
 }
 
-// enqueue queues a copy of datagram b for Read, unless the flow has ended
-// or its queue or the budget's bytes are full: then b is dropped.
-func (f *datagramFlow) enqueue(b []byte) {
+// enqueue queues a copy of the datagrams of one read, b (one datagram,
+// or a run of datagrams of size bytes each, as datagramRun), for Read:
+// as many of them as the flow's queue has room for, unless the flow has
+// ended or the budget has no room for them. The others are dropped.
+func (f *datagramFlow) enqueue(b []byte, size int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ended || len(f.queue) == cap(f.queue) || f.queued+len(b) > flowQueueBytes {
+	if f.ended || len(f.queue) == cap(f.queue) {
 		return
 	}
-	if f.d.bytes != nil && !f.d.bytes.Hold(len(b)) {
+	n := keptOfRun(len(b), size, flowQueueBytes-f.queued)
+	if n < 0 || f.d.bytes != nil && !f.d.bytes.Hold(n) {
 		return
 	}
-	f.queue <- append([]byte(nil), b...)
-	f.queued += len(b)
+	f.queue <- datagramRun{append(make([]byte, 0, n), b[:n]...), size}
+	f.queued += n
 }
 
-// dequeued counts datagram b out of the queue. Called with f.mu held.
-func (f *datagramFlow) dequeued(b []byte) {
-	f.queued -= len(b)
+// keptOfRun is how many of the n bytes of a read's datagrams (a run of
+// size bytes each when size is over 0) fit in room bytes, whole datagrams
+// only; -1 when not one does.
+func keptOfRun(n, size, room int) int {
+	switch {
+	case n <= room:
+		return n
+	case size <= 0 || room < size:
+		return -1
+	}
+	return room / size * size
+}
+
+// dequeued counts run r out of the queue.
+func (f *datagramFlow) dequeued(r datagramRun) {
+	f.mu.Lock()
+	f.queued -= len(r.b)
+	f.mu.Unlock()
 	if f.d.bytes != nil {
-		f.d.bytes.Release(len(b))
+		f.d.bytes.Release(len(r.b))
 	}
 }
 
@@ -289,16 +334,16 @@ func (f *datagramFlow) Close() error {
 	f.once.Do(func() {
 		close(f.closed)
 		f.mu.Lock()
-		f.ended = true
+		f.ended = true // nothing more is queued: the queue can be drained
+		f.mu.Unlock()
 		for drained := false; !drained; {
 			select {
-			case d := <-f.queue:
-				f.dequeued(d)
+			case r := <-f.queue:
+				f.dequeued(r)
 			default:
 				drained = true
 			}
 		}
-		f.mu.Unlock()
 		f.d.mu.Lock()
 		delete(f.d.flows, f.src)
 		f.d.mu.Unlock()
