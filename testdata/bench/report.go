@@ -129,6 +129,9 @@ func (w *markdown) udp() {
 				if late := w.r.get(pr.name, p, "udp_late"); late > 0 {
 					cell += "; " + num("%.0f", late) + " late"
 				}
+				if finding := w.r.get(pr.name, p, "udp_lost_finding"); finding > 0 {
+					cell += "; finding the window: " + num("%.0f", finding)
+				}
 				cells = append(cells, num("%.0f", w.r.get(pr.name, p, "udp_mbps")), num("%.0f", w.r.get(pr.name, p, "udp_dps")), cell)
 			}
 			udp := w.r.get(pr.name, side+"/udp-plug", "udp_mbps")
@@ -144,7 +147,8 @@ func (w *markdown) udp() {
 		"The sender keeps as many datagrams in flight as the path carries without a queue forming (its window grows while the fastest echo of a round stays near the fastest of all and the round lost no more than 1 + 1 %% of its datagrams, and shrinks when not, never below 1,024: testdata/bench/README.md); " +
 		"Mbit/s and datagrams/s count the echoes, so both directions carry that much at once. " +
 		"plug's TCP: one connection through plug on the same side in the same run, the faster of its two directions (the throughput table). " +
-		"*Lost*: sent and never echoed; *late*: echoed after the sender had given up on it (no echo within 4 round trips, at least 200 ms) and sent another in its place.")
+		"*Lost*: sent and never echoed; *late*: echoed after the sender had given up on it (no echo within 4 round trips, at least 200 ms) and sent another in its place; both count the datagrams sent in the measured 10 s. " +
+		"*Finding the window*: lost or late among those sent before: while the sender's window grew until a queue on the path overflowed, as it does on purpose, and in the second after, while that queue drained.")
 	w.p("")
 	w.table("UDP round trip: one 64-byte datagram at a time, p50 / p99 (µs)",
 		"| profile | side | straight | plug | plug adds (p50) | plug ÷ straight (p50) | lost, straight; plug |", "|---|---|--:|--:|--:|--:|--:|")

@@ -21,7 +21,8 @@ const udpDatagram = 1200
 //
 //	rr_p50_us, rr_p99_us, rr_lost   -rr round trips of -size bytes, one at a time
 //	udp_mbps, udp_dps               -for of 1,200-byte datagrams kept in flight (below)
-//	udp_sent, udp_lost, udp_late    datagrams sent; never echoed; echoed after they were counted lost
+//	udp_sent, udp_lost, udp_late    datagrams sent in the -for; never echoed; echoed after they were counted lost
+//	udp_lost_finding                datagrams sent while the window was being found, never echoed or late
 //	udp_window                      datagrams in flight at the end
 //
 // The throughput is that of the echoes: each datagram crosses the path
@@ -37,8 +38,10 @@ const udpDatagram = 1200
 // after one that overflowed, and grows by an eighth after any other,
 // within udpMinWindow and udpMaxWindow. So
 // random loss of a few datagrams does not shrink it, as it would a
-// congestion control's. -for counts from when the window was found (at
-// most 5 s after the start).
+// congestion control's. -for counts from udpSettle after the window was
+// found (at most 5 s after the start), and so do the datagrams sent, lost
+// and late: finding the window overflows a queue on purpose, and what
+// that lost, until the queue drained, is udp_lost_finding.
 //
 // With -samples, it prints every round trip ("rr_us,V") instead of their
 // percentiles, for a caller that merges rounds measured in turn. The
@@ -97,6 +100,7 @@ func udpSuite(args []string) error {
 		out("udp_sent", float64(r.sent))
 		out("udp_lost", float64(r.expired-r.late))
 		out("udp_late", float64(r.late))
+		out("udp_lost_finding", float64(r.findingExpired))
 		out("udp_window", float64(r.window))
 	}
 	return nil
@@ -159,12 +163,18 @@ const (
 	udpMaxWindow = 8192
 	udpTracked   = 1 << 17 // datagrams between the oldest unanswered and the newest
 	udpFindLimit = 5 * time.Second
+	// udpSettle is how long after the window was found the measured time
+	// starts, as iperf's --omit skips a TCP connection's slow start:
+	// finding the window overflowed a queue on the path on purpose, and the
+	// datagrams sent while it drains would be lost or late for that.
+	udpSettle = time.Second
 )
 
 type udpResult struct {
-	sent, echoed, expired, late int64
-	echoedBytes                 int64 // of the echoes within the measured time
-	window                      int
+	echoed, echoedBytes int64 // the echoes within the measured time
+	sent, expired, late int64 // of the datagrams sent within the measured time
+	findingExpired      int64 // datagrams sent while the window was being found, expired
+	window              int
 }
 
 // udpSent is a datagram of the throughput measurement.
@@ -182,8 +192,9 @@ const (
 
 // udpThroughput keeps datagrams of size bytes in flight to the echo on c,
 // in a window found as udpSuite says, for dur after the window was found,
-// then waits for those in flight. Echoed, echoedBytes count the echoes of
-// those dur; sent, expired and late the whole run.
+// then waits for those in flight. Echoed, echoedBytes count the echoes
+// within those dur; sent, expired and late the datagrams sent within them,
+// findingExpired those sent before that expired.
 func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, error) {
 	var r udpResult
 	ring := make([]udpSent, udpTracked)
@@ -198,9 +209,11 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 	var from, until time.Time // the measured time, once the window is found
 	found := func(now time.Time) {
 		if from.IsZero() {
-			from, until = now, now.Add(dur)
+			from = now.Add(udpSettle)
+			until = from.Add(dur)
 		}
 	}
+	measured := func(at time.Time) bool { return !from.IsZero() && !at.Before(from) && at.Before(until) }
 	lossAfter := func() time.Duration {
 		if fastest == 0 {
 			return time.Second
@@ -248,7 +261,11 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 				}
 				s.state = udpExpired
 				outstanding--
-				r.expired++
+				if measured(s.at) {
+					r.expired++
+				} else {
+					r.findingExpired++
+				}
 				roundLost++
 				if roundLeft--; roundLeft <= 0 {
 					endRound(now)
@@ -256,8 +273,8 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 			}
 			oldest++
 		}
-		if fastest == 0 && r.expired > 0 {
-			return r, fmt.Errorf("no echo of %d datagrams within %v", r.expired, wait)
+		if lost := r.expired + r.findingExpired; fastest == 0 && lost > 0 {
+			return r, fmt.Errorf("no echo of %d datagrams within %v", lost, wait)
 		}
 		// The window's free places, a run in each write, once the echoes
 		// of the last read are counted: a run of echoes frees a run.
@@ -269,7 +286,9 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 				run = append(run, make([]byte, size-8)...)
 				ring[next%udpTracked] = udpSent{seq: next, at: at}
 				outstanding++
-				r.sent++
+				if measured(at) {
+					r.sent++
+				}
 			}
 			if err := writeRun(c, run, size, netip.AddrPort{}); err != nil {
 				return r, err
@@ -304,7 +323,9 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 		now = time.Now()
 		switch s.state {
 		case udpExpired:
-			r.late++
+			if measured(s.at) {
+				r.late++
+			}
 			s.state = udpEchoed
 			continue
 		case udpEchoed:
@@ -312,7 +333,7 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 		}
 		s.state = udpEchoed
 		outstanding--
-		if !from.IsZero() && now.Before(until) {
+		if !from.IsZero() && !now.Before(from) && now.Before(until) {
 			r.echoed++
 			r.echoedBytes += int64(n)
 		}
