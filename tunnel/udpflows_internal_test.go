@@ -18,9 +18,9 @@ func TestAFlowQueuesWhatFitsOfARunAndReadsItADatagramAtATime(t *testing.T) {
 	}
 	f.enqueue(run[:MaxDatagram], 0)
 	f.enqueue(run[:flowQueueBytes-10-31<<16-MaxDatagram], 0) // 10 bytes of room left
-	f.enqueue([]byte("aaaabbbbccccdd"), 4) // room for 2 of its 4 datagrams
-	f.enqueue(nil, 0)                      // an empty datagram fits in any room
-	f.enqueue([]byte("eee"), 0)            // 2 bytes of room left
+	f.enqueue([]byte("aaaabbbbccccdd"), 4)                   // room for 2 of its 4 datagrams
+	f.enqueue(nil, 0)                                        // an empty datagram fits in any room
+	f.enqueue([]byte("eee"), 0)                              // 2 bytes of room left
 	if len(f.queue) != 35 || f.queued != flowQueueBytes-2 {
 		t.Fatalf("queued %d reads, %d bytes; want 35 and %d", len(f.queue), f.queued, flowQueueBytes-2)
 	}

@@ -338,6 +338,8 @@ cleanup() {
 		iptables -D FORWARD -o "$LINK_HOST" -j ACCEPT
 	fi
 	if [ -n "${KUBECTL:-}" ] && $KUBECTL get ns "$KNS" >/dev/null 2>&1; then
+		# The agent's log goes with its namespace: kept beside the others.
+		$KUBECTL -n "$KNS" logs deployment/plug >"$OUT/logs/agent.log" 2>&1 || true
 		$KUBECTL delete ns "$KNS" --timeout=120s >/dev/null || say "namespace $KNS is still being deleted"
 	fi
 	rm -rf "$WORK"
