@@ -301,7 +301,7 @@ func (f *datagramFlow) enqueue(b []byte, size int) {
 	if n < 0 || f.d.bytes != nil && !f.d.bytes.Hold(n) {
 		return
 	}
-	f.queue <- datagramRun{append(make([]byte, 0, n), b[:n]...), size}
+	f.queue <- datagramRun{append([]byte{}, b[:n]...), size} // never nil; copied, not zeroed first
 	f.queued += n
 }
 
