@@ -11,15 +11,7 @@ import (
 // 6.15 and later) to retransmitMin; elsewhere, and for other connections,
 // it does nothing.
 func shortenRetransmitWait(c net.Conn) {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return
+	if tc, ok := c.(*net.TCPConn); ok {
+		setSockopt(tc, unix.IPPROTO_TCP, unix.TCP_RTO_MIN_US, int(retransmitMin.Microseconds()))
 	}
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return
-	}
-	raw.Control(func(fd uintptr) {
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_RTO_MIN_US, int(retransmitMin.Microseconds()))
-	})
 }

@@ -19,14 +19,8 @@ import (
 // reportDestinations asks pc to tell each datagram's destination address.
 // Failing that, replies go from the address the kernel picks.
 func reportDestinations(pc *net.UDPConn) {
-	raw, err := pc.SyscallConn()
-	if err != nil {
-		return
-	}
-	raw.Control(func(fd uintptr) {
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
-	})
+	setSockopt(pc, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+	setSockopt(pc, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
 }
 
 // replyControl is the control message that sends a reply from the

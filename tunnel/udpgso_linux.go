@@ -22,13 +22,7 @@ const segmentOffload = true
 
 // takeCoalesced asks conn, a UDP socket, to hand over coalesced runs of
 // datagrams. Failing that (an older kernel), it reads them one at a time.
-func takeCoalesced(conn *net.UDPConn) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return
-	}
-	raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) })
-}
+func takeCoalesced(conn *net.UDPConn) { setSockopt(conn, unix.SOL_UDP, unix.UDP_GRO, 1) }
 
 // coalescedSize is the size of each datagram of a read whose control
 // messages are oob, when the read is a coalesced run; 0 when it is one
