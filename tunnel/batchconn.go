@@ -25,16 +25,6 @@ const (
 	// than its 4 KiB write buffer in one write, and a larger one in writes
 	// of 4 KiB and more, which the sender gathers.
 	directMax = 4 << 10
-	// retransmitMin is the least time the connection waits for an
-	// acknowledgement before it sends a segment again, where the system
-	// lets plug set it (shortenRetransmitWait): Linux's own is 200 ms, and
-	// while a lost segment waits to be sent again, every channel of the
-	// connection waits behind it. Above Linux's shortest delayed
-	// acknowledgement (40 ms), so that an acknowledgement held back on
-	// purpose is not taken for a loss; the wait still grows with the
-	// round trip measured, and doubles at each retransmission of the same
-	// segment.
-	retransmitMin = 50 * time.Millisecond
 )
 
 // batchBuffers holds the buffers of writes waiting for the sender, so that
@@ -63,8 +53,8 @@ type batchConn struct {
 }
 
 // newBatchConn gathers the writes of c, the connection an SSH connection
-// runs on (at both ends), and shortens its retransmission wait
-// (retransmitMin) where it is a TCP connection and the system allows.
+// runs on (at both ends), and shortens its retransmission wait where it is
+// a TCP connection and the system allows (shortenRetransmitWait).
 func newBatchConn(c net.Conn) *batchConn {
 	shortenRetransmitWait(c)
 	b := &batchConn{Conn: c, done: make(chan struct{})}
