@@ -440,3 +440,37 @@ func TestSegmentReaderTakesSegmentsHoweverReadsCutThem(t *testing.T) {
 		r.b.release()
 	}
 }
+
+// writeCounter counts the writes it is given.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// A segment that arrives in several reads of its channel (its packets) is
+// written to the local connection in one write, as far as a buffer holds
+// it: a write per packet would cost that connection more system calls and
+// packets for the same bytes.
+func TestSegmentReaderWritesASegmentThatArrivesInPiecesAtOnce(t *testing.T) {
+	const n = bulkBuffer - segmentHeader // a bulk read's segment
+	data := randomBytes(n)
+	stream := append(header(0, n), data...)
+	r := segmentReader{ch: iotest.HalfReader(bytes.NewReader(stream))}
+	defer r.b.release()
+	r.last = n // a bulk flow: the header's read takes the bulk buffer
+	if _, got, err := r.header(); err != nil || got != n {
+		t.Fatalf("header: %d bytes (%v), want %d", got, err, n)
+	}
+	var local writeCounter
+	if err := r.copyTo(&local, n); err != nil || !bytes.Equal(local.Bytes(), data) {
+		t.Fatalf("copied %d bytes (%v), not the %d sent", local.Len(), err, n)
+	}
+	if local.writes != 1 {
+		t.Errorf("a segment of %d bytes that came in pieces took %d writes, want 1", n, local.writes)
+	}
+}

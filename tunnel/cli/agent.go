@@ -80,10 +80,12 @@ On Swarm:
   PLUG_SWARM_TASK   the agent's task, {{.Task.ID}} (deploy/plug-swarm.yml)
   DOCKER_HOST       the engine's API, default unix:///var/run/docker.sock
 
-The Go runtime's GOMEMLIMIT and GOGC: unset, the agent keeps its garbage
-collector under 90 % of its container's memory limit, and lets at most
-64 MiB of garbage pile up between collections (GOGC 300, lowered to as
-little as 100 as its live heap grows).
+The Go runtime's GOMEMLIMIT, GOGC and GOMAXPROCS: unset, the agent keeps
+its garbage collector under 90 % of its container's memory limit, lets at
+most 64 MiB of garbage pile up between collections (GOGC 300, lowered to as
+little as 100 as its live heap grows), and runs its Go code on one
+processor, which carries streams at the least CPU per byte (the kernel's
+work runs beside it); set GOMAXPROCS for an agent whose streams need more.
 
 Caps, each counted on this agent (a number; default in brackets):
   PLUG_MAX_RUNS_PER_KEY          runs open at once for one key [` + strconv.Itoa(tunnel.DefaultLimits.RunsPerKey) + `]
@@ -213,7 +215,7 @@ func loadHostKey(ctx context.Context, platform tunnel.Platform) (ssh.Signer, err
 }
 
 func (c *cli) agent(ctx context.Context) error {
-	tuneGC()
+	c.tuneRuntime()
 	if os.Getenv("GOGC") == "" {
 		tunnel.CapGarbage(gcPercent)
 	}

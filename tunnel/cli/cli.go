@@ -64,6 +64,9 @@ type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	commands       []*command
+	// ownProcess: the command runs as plug's process (Main), whose runtime
+	// it may tune (tuneRuntime), not in a test's
+	ownProcess bool
 }
 
 // newCLI returns the plug command on these streams.
@@ -73,7 +76,9 @@ func newCLI(stdin io.Reader, stdout, stderr io.Writer) *cli {
 
 // Main runs plug with args (os.Args[1:]) and returns the exit code.
 func Main(args []string) int {
-	return newCLI(os.Stdin, os.Stdout, os.Stderr).main(args)
+	c := newCLI(os.Stdin, os.Stdout, os.Stderr)
+	c.ownProcess = true
+	return c.main(args)
 }
 
 // lookup returns the command called name, or nil.

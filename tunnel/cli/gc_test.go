@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -28,6 +29,31 @@ func TestContainerMemoryLimit(t *testing.T) {
 		}
 		if got := containerMemoryLimit(root); got != tc.want {
 			t.Errorf("%s %q: %d, want %d", tc.file, tc.content, got, tc.want)
+		}
+	}
+}
+
+// plug's own process carries streams on streamProcs processors unless
+// GOMAXPROCS says otherwise; a test's process that runs the command keeps
+// its own.
+func TestAStreamCarryingProcessRunsOnOneProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	t.Setenv("GOMAXPROCS", "")
+	for _, tc := range []struct {
+		what  string
+		own   bool
+		env   string
+		procs int
+	}{
+		{"a test's process", false, "", 2},
+		{"plug's own process", true, "", streamProcs},
+		{"plug's own process, GOMAXPROCS=2", true, "2", 2},
+	} {
+		runtime.GOMAXPROCS(2)
+		os.Setenv("GOMAXPROCS", tc.env)
+		(&cli{ownProcess: tc.own}).tuneRuntime()
+		if got := runtime.GOMAXPROCS(0); got != tc.procs {
+			t.Errorf("%s: GOMAXPROCS %d, want %d", tc.what, got, tc.procs)
 		}
 	}
 }

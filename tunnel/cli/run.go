@@ -153,7 +153,7 @@ func (c *cli) open(p *plan, sigs <-chan os.Signal) ([]*session, error) {
 }
 
 func (c *cli) connectAndServe(ctx context.Context, p *plan) ([]*session, error) {
-	tuneGC()
+	c.tuneRuntime()
 	id, err := runID()
 	if err != nil {
 		return nil, err
