@@ -53,11 +53,12 @@ type batchConn struct {
 }
 
 // newBatchConn gathers the writes of c, the connection an SSH connection
-// runs on (at both ends), and shortens its retransmission wait where it is
-// a TCP connection and the system allows (shortenRetransmitWait).
+// runs on (at both ends), makes its reads and writes raw (rawIO), and
+// shortens its retransmission wait where it is a TCP connection and the
+// system allows (shortenRetransmitWait).
 func newBatchConn(c net.Conn) *batchConn {
 	shortenRetransmitWait(c)
-	b := &batchConn{Conn: c, done: make(chan struct{})}
+	b := &batchConn{Conn: rawIO(c), done: make(chan struct{})}
 	b.changed = sync.NewCond(&b.mu)
 	go b.send()
 	return b

@@ -38,7 +38,8 @@ func (s *Session) askNamesOn(cc *clientConn) {
 // Carry returns why and leaves c open, for the caller to refuse it as it
 // sees fit.
 func (s *Session) Carry(ctx context.Context, c net.Conn, address string) error {
-	remote, st, err := s.open(ctx, "direct-tcpip", address, c)
+	local := rawIO(c)
+	remote, st, err := s.open(ctx, "direct-tcpip", address, local)
 	if err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func (s *Session) Carry(ctx context.Context, c net.Conn, address string) error {
 		st.carry(remote.Channel)
 		return nil
 	}
-	pipe(c, remote)
+	pipe(local, remote)
 	return nil
 }
 

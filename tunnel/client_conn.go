@@ -575,7 +575,7 @@ func (s *Session) forwarded(nc ssh.NewChannel, stripes *stripeTable) {
 		nc.Reject(ssh.Prohibited, fmt.Sprintf("this run does not serve %s:%d", m.Addr, m.Port))
 		return
 	}
-	local, err := net.DialTimeout("tcp", f.local, localDialTimeout)
+	dialled, err := net.DialTimeout("tcp", f.local, localDialTimeout)
 	if err != nil {
 		nc.Reject(ssh.ConnectionFailed, "nothing answers on "+f.local+" on the developer's machine")
 		if (f.answered.Load() || time.Since(f.since) > localStartGrace) && !f.failing.Swap(true) {
@@ -583,6 +583,7 @@ func (s *Session) forwarded(nc ssh.NewChannel, stripes *stripeTable) {
 		}
 		return
 	}
+	local := rawIO(dialled)
 	f.answered.Store(true)
 	if f.failing.Swap(false) {
 		s.event(Event{Name: f.name, Kind: EventHealed, Text: fmt.Sprintf("%s answers %s:%d again", f.local, f.name, f.port)})

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"io"
+	"net"
 	"sync"
 	"time"
 )
@@ -34,8 +35,12 @@ type stallGuard struct {
 }
 
 // guardStalls guards end, where what the key of dc sends over a
-// connection (over up to maxStripes channels when striped) is written.
+// connection (over up to maxStripes channels when striped) is written,
+// and makes its reads and writes raw (rawIO) where it is a TCP connection.
 func (dc *devConn) guardStalls(end io.ReadWriteCloser, what string, striped bool) *stallGuard {
+	if c, ok := end.(net.Conn); ok {
+		end = rawIO(c)
+	}
 	g := &stallGuard{ReadWriteCloser: end, dc: dc, what: what, bytes: channelWindow}
 	if striped {
 		g.bytes *= maxStripes
