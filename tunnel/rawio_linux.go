@@ -52,12 +52,15 @@ func (c *rawConn) Read(p []byte) (int, error) {
 		for {
 			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 			switch e {
+			case 0:
+				n = int(r)
 			case syscall.EINTR:
 				continue
 			case syscall.EAGAIN:
 				return false
+			default:
+				errno = e
 			}
-			n, errno = int(r), e
 			return true
 		}
 	})

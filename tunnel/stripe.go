@@ -684,9 +684,9 @@ func (s *stripe) endReceived() {
 
 // segmentReader reads the segments of one channel. Each Read of an SSH
 // channel may send the peer a window adjustment (a packet of its own), so
-// it reads as much as its buffer holds, and what it read past a segment
-// (the next one's header, often its bytes too) waits in the buffer: one
-// Read for a segment's header and bytes, not two or three. It holds at
+// a header is read with as much as the buffer holds, and what came with it
+// (the segment's bytes, often the next header too) waits in the buffer;
+// a segment's bytes are then read up to its end only (copyTo). It holds at
 // most one buffer beyond the channel's window.
 type segmentReader struct {
 	ch   io.Reader
