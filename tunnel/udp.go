@@ -1,7 +1,6 @@
 package tunnel
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -142,40 +141,76 @@ func appendFrame(dst, b []byte) []byte {
 	return append(binary.BigEndian.AppendUint16(dst, uint16(len(b))), b...)
 }
 
-// readDatagramFrame reads one frame of r and appends it to dst (which has room
-// for it, or grows). A length over MaxDatagram is an error.
-func readDatagramFrame(r io.Reader, dst []byte) ([]byte, error) {
-	at := len(dst)
-	dst = append(dst, 0, 0)
-	if _, err := io.ReadFull(r, dst[at:]); err != nil {
-		return dst[:at], err
-	}
-	n := int(binary.BigEndian.Uint16(dst[at:]))
-	if n > MaxDatagram {
-		return dst[:at], fmt.Errorf("%w: length %d is over %d", errMalformedDatagram, n, MaxDatagram)
-	}
-	dst = append(dst, make([]byte, n)...)
-	if _, err := io.ReadFull(r, dst[at+2:]); err != nil {
-		return dst[:at], err
-	}
-	return dst, nil
+// frameStream reads a stream of frames, a datagram channel's bytes, into
+// one buffer and hands over the whole frames that have arrived where they
+// lie: no frame is copied, but for the start of one that a read cut off,
+// which moves to the buffer's start.
+type frameStream struct {
+	r      io.Reader
+	buf    []byte // read and not yet handed over; its capacity is streamRoom
+	handed int    // bytes at buf's start that the latest next handed over
+	err    error  // of the latest read: returned once the whole frames before it are
 }
 
-// frameBuffered is whether r holds the whole of a next frame, so that
-// reading it waits for nothing.
-func frameBuffered(r *bufio.Reader) bool {
-	if r.Buffered() < 2 {
-		return false
+// streamRoom is the room of a frameStream's reads: two batches (batchBytes)
+// of the peer's, so that a read takes a burst that crossed in several
+// writes and the runs of one size it sends fill (udpsend.go). It holds the
+// largest frame.
+const streamRoom = 2 * batchBytes
+
+func newFrameStream(r io.Reader) *frameStream {
+	return &frameStream{r: r, buf: make([]byte, 0, streamRoom)}
+}
+
+// next returns the whole frames read and not yet handed over, reading
+// until there is one; they stay valid until the next call. A frame whose
+// length is over MaxDatagram ends the stream with errMalformedDatagram,
+// and the stream's end inside a frame with io.ErrUnexpectedEOF: the part
+// of a frame is never handed over.
+func (s *frameStream) next() ([]byte, error) {
+	s.buf = s.buf[:copy(s.buf, s.buf[s.handed:])]
+	s.handed = 0
+	for {
+		whole, err := wholeFrames(s.buf)
+		switch {
+		case err != nil:
+			return nil, err
+		case whole > 0:
+			s.handed = whole
+			return s.buf[:whole], nil
+		case s.err == io.EOF && len(s.buf) > 0:
+			return nil, io.ErrUnexpectedEOF
+		case s.err != nil:
+			return nil, s.err
+		}
+		var n int
+		n, s.err = s.r.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.buf = s.buf[:len(s.buf)+n]
 	}
-	head, _ := r.Peek(2) // buffered: Peek does not read
-	return r.Buffered() >= 2+int(binary.BigEndian.Uint16(head))
+}
+
+// wholeFrames is how many bytes at b's start are whole frames; an error
+// when a frame's length is over MaxDatagram.
+func wholeFrames(b []byte) (int, error) {
+	at := 0
+	for len(b)-at >= 2 {
+		n := int(binary.BigEndian.Uint16(b[at:]))
+		if n > MaxDatagram {
+			return 0, fmt.Errorf("%w: length %d is over %d", errMalformedDatagram, n, MaxDatagram)
+		}
+		if len(b)-at < 2+n {
+			break
+		}
+		at += 2 + n
+	}
+	return at, nil
 }
 
 // relayDatagrams carries the frames of ch to conn, a datagram socket (each
 // Write one datagram, each Read one), and conn's datagrams back, batched
-// (batchBytes) both ways: the frames that one read of ch brought are sent
-// together (frameWriter), those conn's reads find waiting cross in one
-// write of ch. It does so until ch ends, a frame is malformed (the error returned),
+// both ways: the frames that one read of ch brought are sent together
+// (frameStream, frameWriter), those conn's reads find waiting cross in one
+// write of ch (batchBytes). It does so until ch ends, a frame is malformed (the error returned),
 // or nothing has crossed either way for DatagramIdle. Both are closed when
 // it returns.
 func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
@@ -197,14 +232,10 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 		pumpDatagrams(conn, &last, batchBytes, func(frames []byte) error { _, err := ch.Write(frames); return err })
 		stop(nil)
 	}()
-	// Frames are read from a buffer of the channel's bytes: one Read of
-	// the channel takes a burst's frames, not two per datagram.
-	r := bufio.NewReaderSize(ch, batchBytes)
+	s := newFrameStream(ch)
 	w := framesTo(conn)
-	var batch []byte // grows to the bursts the flow has
 	for {
-		var err error
-		batch, err = readDatagramFrame(r, batch)
+		frames, err := s.next()
 		if err != nil {
 			if errors.Is(err, errMalformedDatagram) {
 				stop(err)
@@ -212,12 +243,8 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 			stop(nil)
 			break
 		}
-		if len(batch) < batchBytes && frameBuffered(r) {
-			continue
-		}
 		last.Store(time.Now().UnixNano())
-		w.writeFrames(batch) // a datagram the socket refuses is lost, as UDP's may be
-		batch = batch[:0]
+		w.writeFrames(frames) // a datagram the socket refuses is lost, as UDP's may be
 	}
 	<-done
 	return bad

@@ -1,9 +1,8 @@
 package tunnel
 
 import (
-	"errors"
 	"net"
-	"syscall"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,38 +20,35 @@ func socketFrames(conn net.Conn) frameReader {
 	if !ok {
 		return nil
 	}
-	raw, err := u.SyscallConn()
-	if err != nil {
-		return nil
-	}
 	takeCoalesced(u)
-	return &socketFrameReader{raw: raw, buf: make([]byte, maxRead), oob: make([]byte, coalescedSpace)}
+	return &socketFrameReader{calls: newDatagramCalls(u), buf: make([]byte, maxRead), oob: make([]byte, coalescedSpace)}
 }
 
 type socketFrameReader struct {
-	raw syscall.RawConn
-	buf []byte // one read's datagrams
-	oob []byte // its control message
+	calls *datagramCalls // raw, without the sender's address (udpraw_linux.go)
+	buf   []byte         // one read's datagrams
+	oob   []byte         // its control message
 }
 
 func (s *socketFrameReader) readFrames(dst []byte, limit int) ([]byte, error) {
 	start := len(dst)
 	var failed error
-	err := s.raw.Read(func(fd uintptr) bool {
+	err := s.calls.rc.Read(func(fd uintptr) bool {
 		for len(dst) == start || len(dst) < limit {
-			n, oobn, _, _, err := unix.Recvmsg(int(fd), s.buf, s.oob, 0)
-			switch {
-			case errors.Is(err, unix.EAGAIN):
+			n, oobn, errno := s.calls.recvRaw(fd, s.buf, s.oob)
+			switch errno {
+			case 0:
+				dst = appendRun(dst, s.buf[:n], coalescedSize(s.oob[:oobn]))
+			case unix.EAGAIN:
 				return len(dst) > start // none yet: wait for one
-			case errors.Is(err, unix.EINTR), errors.Is(err, unix.ECONNREFUSED):
-				continue // an ICMP port unreachable loses a datagram, and ends nothing
-			case err != nil:
+			case unix.EINTR, unix.ECONNREFUSED:
+				// an ICMP port unreachable loses a datagram, and ends nothing
+			default:
 				if len(dst) == start {
-					failed = err
+					failed = os.NewSyscallError("recvmsg", errno)
 				}
 				return true // a batch read so far goes; the error comes again next time
 			}
-			dst = appendRun(dst, s.buf[:n], coalescedSize(s.oob[:oobn]))
 		}
 		return true
 	})

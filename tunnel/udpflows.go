@@ -154,8 +154,9 @@ func (d *DatagramFlows) receive() {
 	defer close(d.done)
 	buf := make([]byte, maxRead)
 	oob := make([]byte, controlSpace+coalescedSpace)
+	read := datagramReceiver(d.pc)
 	for {
-		n, oobn, _, src, err := d.pc.ReadMsgUDPAddrPort(buf, oob)
+		n, oobn, src, err := read(buf, oob)
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}

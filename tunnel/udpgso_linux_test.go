@@ -28,12 +28,12 @@ func TestAFrameWriterSendsEachRunOfOneSizeInOneWrite(t *testing.T) {
 		size int // 0: one datagram
 	}
 	var writes []write
-	w := &frameWriter{offload: true, send: func(b, oob []byte) error {
+	w := &frameWriter{offload: true, send: func(run [][]byte, oob []byte) error {
 		size := 0
 		if oob != nil {
 			size = int(binary.NativeEndian.Uint16(oob[unix.CmsgLen(0):]))
 		}
-		writes = append(writes, write{bytes.Clone(b), size})
+		writes = append(writes, write{bytes.Join(run, nil), size})
 		return nil
 	}}
 	if err := w.writeFrames(frames); err != nil {
@@ -63,12 +63,15 @@ func TestAFrameWriterWhoseRunIsRefusedSendsEachDatagram(t *testing.T) {
 	frames, want := framesOfSizes(1200, 1200, 1200)
 	var got [][]byte
 	runs := 0
-	w := &frameWriter{offload: true, send: func(b, oob []byte) error {
+	w := &frameWriter{offload: true, send: func(run [][]byte, oob []byte) error {
 		if oob != nil {
 			runs++
 			return errors.New("no segmentation here")
 		}
-		got = append(got, bytes.Clone(b))
+		if len(run) != 1 {
+			t.Fatalf("a write of %d datagrams without a segment size", len(run))
+		}
+		got = append(got, bytes.Clone(run[0]))
 		return nil
 	}}
 	for range 2 {
@@ -79,12 +82,12 @@ func TestAFrameWriterWhoseRunIsRefusedSendsEachDatagram(t *testing.T) {
 	if runs != 1 || len(got) != 6 || !slices.EqualFunc(got[:3], want, bytes.Equal) || !slices.EqualFunc(got[3:], want, bytes.Equal) {
 		t.Fatalf("%d runs tried, %d datagrams sent one at a time; want 1 and 6, in order", runs, len(got))
 	}
-	w.send = func(b, oob []byte) error { return &net.OpError{Op: "write", Err: syscall.ECONNREFUSED} }
+	w.send = func(run [][]byte, oob []byte) error { return &net.OpError{Op: "write", Err: syscall.ECONNREFUSED} }
 	if err := w.writeFrames(frames); err != nil {
 		t.Fatalf("a port unreachable reported: %v", err)
 	}
 	broken := errors.New("broken")
-	w.send = func(b, oob []byte) error { return broken }
+	w.send = func(run [][]byte, oob []byte) error { return broken }
 	if err := w.writeFrames(frames); !errors.Is(err, broken) {
 		t.Fatalf("a failed write: %v", err)
 	}

@@ -16,14 +16,14 @@ const maxSegments = 64
 // destination. Where the system can (segmentOffload) and conn is a UDP
 // socket, each run of datagrams of one size (the last of a run may be
 // shorter) leaves in one write, up to maxSegments datagrams and
-// MaxDatagram bytes; else each datagram is one write. A run the system
-// refuses to send as one is sent a datagram at a time, and so is all that
-// the writer sends after it.
+// MaxDatagram bytes, from where its frames lie; else each datagram is one
+// write. A run the system refuses to send as one is sent a datagram at a
+// time, and so is all that the writer sends after it.
 type frameWriter struct {
-	send    func(b, oob []byte) error // one write: a datagram, or a run where oob says its size
-	from    []byte                    // the control message every write carries; nil: none
+	send    func(run [][]byte, oob []byte) error // one write: a datagram, or a run where oob says its size
+	from    []byte                               // the control message every write carries; nil: none
 	offload bool
-	run     []byte // a run's datagrams, back to back
+	run     [][]byte // a run's datagrams, in the frames
 	oob     []byte
 }
 
@@ -33,17 +33,11 @@ type frameWriter struct {
 func framesTo(conn net.Conn) *frameWriter {
 	switch c := conn.(type) {
 	case *net.UDPConn:
-		return &frameWriter{offload: segmentOffload, send: func(b, oob []byte) error {
-			_, _, err := c.WriteMsgUDPAddrPort(b, oob, netip.AddrPort{})
-			return err
-		}}
+		return &frameWriter{offload: segmentOffload, send: datagramSender(c, netip.AddrPort{})}
 	case *datagramFlow:
-		return &frameWriter{offload: segmentOffload, from: c.from, send: func(b, oob []byte) error {
-			_, _, err := c.d.pc.WriteMsgUDPAddrPort(b, oob, c.src)
-			return err
-		}}
+		return &frameWriter{offload: segmentOffload, from: c.from, send: datagramSender(c.d.pc, c.src)}
 	}
-	return &frameWriter{send: func(b, _ []byte) error { _, err := conn.Write(b); return err }}
+	return &frameWriter{send: func(run [][]byte, _ []byte) error { _, err := conn.Write(run[0]); return err }}
 }
 
 // writeFrames sends the datagrams of frames, well-formed frames. An ICMP
@@ -58,22 +52,22 @@ func (w *frameWriter) writeFrames(frames []byte) error {
 	}
 	for len(frames) > 0 {
 		size := int(binary.BigEndian.Uint16(frames))
-		w.run = append(w.run[:0], frames[2:2+size]...)
+		w.run = append(w.run[:0], frames[2:2+size])
 		frames = frames[2+size:]
-		count := 1
-		for w.offload && size > 0 && count < maxSegments && len(frames) > 0 {
+		bytes := size
+		for w.offload && size > 0 && len(w.run) < maxSegments && len(frames) > 0 {
 			n := int(binary.BigEndian.Uint16(frames))
-			if n == 0 || n > size || len(w.run)+n > MaxDatagram {
+			if n == 0 || n > size || bytes+n > MaxDatagram {
 				break
 			}
-			w.run = append(w.run, frames[2:2+n]...)
+			w.run = append(w.run, frames[2:2+n])
 			frames = frames[2+n:]
-			count++
+			bytes += n
 			if n < size {
 				break // a shorter datagram ends a run
 			}
 		}
-		if count == 1 {
+		if len(w.run) == 1 {
 			note(w.send(w.run, w.from))
 			continue
 		}
@@ -83,7 +77,9 @@ func (w *frameWriter) writeFrames(frames []byte) error {
 			continue
 		}
 		w.offload = false
-		eachDatagram(w.run, size, func(d []byte) { note(w.send(d, w.from)) })
+		for i := range w.run {
+			note(w.send(w.run[i:i+1], w.from))
+		}
 	}
 	return failed
 }

@@ -1,13 +1,13 @@
 package tunnel
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -80,25 +80,34 @@ func TestRunsOfDatagramsCrossUDPSocketsWhole(t *testing.T) {
 	}
 }
 
-// TestACutFrameIsNoDatagram: a stream of frames that ends inside a frame
-// yields the whole frames before it and then an error, never the part;
-// a length over MaxDatagram is malformed.
-func TestACutFrameIsNoDatagram(t *testing.T) {
-	frames, _ := framesOfSizes(10, 20)
-	r := bufio.NewReader(bytes.NewReader(frames[:len(frames)-1]))
-	dst, err := readDatagramFrame(r, nil)
-	if err != nil || len(dst) != 12 {
-		t.Fatalf("the whole frame: %d bytes, %v", len(dst), err)
+// TestAFrameStreamHandsOverWholeFramesOnly: frames that arrive a byte at
+// a time are handed over whole, each when its last byte came; a stream
+// that ends inside a frame yields the whole frames before it and then an
+// error, never the part; a length over MaxDatagram is malformed.
+func TestAFrameStreamHandsOverWholeFramesOnly(t *testing.T) {
+	frames, want := framesOfSizes(10, 0, MaxDatagram, 20)
+	s := newFrameStream(iotest.OneByteReader(bytes.NewReader(frames)))
+	for i, d := range want {
+		got, err := s.next()
+		if err != nil || !bytes.Equal(got, appendFrame(nil, d)) {
+			t.Fatalf("frame %d (%d bytes): %d bytes handed over, %v", i, len(d), len(got), err)
+		}
 	}
-	if frameBuffered(r) {
-		t.Fatal("a cut frame counted as buffered whole")
+	if got, err := s.next(); err != io.EOF {
+		t.Fatalf("after the last frame: %d bytes, %v; want EOF", len(got), err)
 	}
-	dst, err = readDatagramFrame(r, dst)
-	if !errors.Is(err, io.ErrUnexpectedEOF) || len(dst) != 12 {
-		t.Fatalf("the cut frame: %d bytes kept, %v", len(dst), err)
+
+	s = newFrameStream(bytes.NewReader(frames[:len(frames)-1]))
+	got, err := s.next()
+	if err != nil || len(got) != len(frames)-22 {
+		t.Fatalf("the whole frames before a cut one: %d bytes, %v; want %d", len(got), err, len(frames)-22)
 	}
+	if got, err := s.next(); !errors.Is(err, io.ErrUnexpectedEOF) || got != nil {
+		t.Fatalf("the cut frame: %d bytes, %v", len(got), err)
+	}
+
 	bad := binary.BigEndian.AppendUint16(nil, MaxDatagram+1)
-	if _, err := readDatagramFrame(bytes.NewReader(bad), nil); !errors.Is(err, errMalformedDatagram) {
+	if _, err := newFrameStream(bytes.NewReader(bad)).next(); !errors.Is(err, errMalformedDatagram) {
 		t.Fatalf("a frame of %d bytes: %v", MaxDatagram+1, err)
 	}
 }
