@@ -46,23 +46,9 @@ func (c *rawConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := c.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case 0:
-				n = int(r)
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			default:
-				errno = e
-			}
-			return true
-		}
+	n, errno, err := rawCall(c.rc.Read, func(fd uintptr) (int, syscall.Errno) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		return int(r), e
 	})
 	switch {
 	case err != nil:
@@ -73,6 +59,27 @@ func (c *rawConn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// rawCall makes call, one raw system call on a socket, through wait, the
+// socket's RawConn's Read or Write: again when it is interrupted (EINTR),
+// and after wait has waited for the socket when it is not ready (EAGAIN).
+// It returns the call's result and errno, or wait's error (a deadline, a
+// closed socket).
+func rawCall(wait func(func(fd uintptr) bool) error, call func(fd uintptr) (int, syscall.Errno)) (n int, errno syscall.Errno, err error) {
+	err = wait(func(fd uintptr) bool {
+		for {
+			n, errno = call(fd)
+			switch errno {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			return true
+		}
+	})
+	return n, errno, err
 }
 
 func (c *rawConn) Write(p []byte) (int, error) {

@@ -113,24 +113,7 @@ func (d *datagramCalls) send(parts [][]byte, oob []byte, to netip.AddrPort) erro
 // wait, the poller's Read or Write, which waits while the socket is not
 // ready.
 func (d *datagramCalls) call(op string, nr uintptr, wait func(func(fd uintptr) bool) error) (int, error) {
-	var n int
-	var errno syscall.Errno
-	err := wait(func(fd uintptr) bool {
-		for {
-			r, e := d.raw(nr, fd)
-			switch e {
-			case 0:
-				n = r
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			default:
-				errno = e
-			}
-			return true
-		}
-	})
+	n, errno, err := rawCall(wait, func(fd uintptr) (int, syscall.Errno) { return d.raw(nr, fd) })
 	switch {
 	case err != nil:
 		return 0, err
