@@ -33,6 +33,23 @@ const (
 	flowQueueBytes = 2 << 20
 )
 
+// A DatagramFlows reads its socket into buffers of maxRead bytes. A read
+// of at least handedOver bytes (a coalesced run) waits in its flow's queue
+// in the buffer it was read into, which goes back to the DatagramFlows'
+// spare buffers, at most spareReads, once the flow's reader has taken its
+// datagrams (one more is left to the collector); a smaller one waits in a
+// copy of its own, so that a queue of small datagrams does not hold a
+// large buffer each. The spares are a list of their own, not a sync.Pool,
+// so that what a burst left is bounded where the agent's memory goes back
+// to the system after it (scavenge.go): a pool's buffers stay alive until
+// two collections have passed.
+const spareReads = 4
+
+// handedOver is the least read that waits in the buffer it was read into:
+// half of one. Such a read counts as its whole buffer against its queue's
+// caps: they count the memory that waits.
+const handedOver = maxRead / 2
+
 // socketBuffer is the receive buffer asked of each UDP socket plug reads
 // datagrams from (the kernel caps it at net.core.rmem_max; Linux's default
 // is 208 KiB, about 90 datagrams of 1,200 bytes): a burst that arrives
@@ -115,6 +132,7 @@ type DatagramFlows struct {
 	bytes  ByteBudget // the budget's, if it counts bytes
 	handle func(net.Conn)
 	done   chan struct{}
+	spares chan *[]byte // read buffers given back, at most spareReads
 
 	mu    sync.Mutex
 	flows map[netip.AddrPort]*datagramFlow
@@ -128,7 +146,7 @@ func NewDatagramFlows(pc *net.UDPConn, budget FlowBudget, handle func(net.Conn))
 	reportDestinations(pc)
 	takeCoalesced(pc)
 	bufferDatagrams(pc)
-	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), flows: map[netip.AddrPort]*datagramFlow{}}
+	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), spares: make(chan *[]byte, spareReads), flows: map[netip.AddrPort]*datagramFlow{}}
 	d.bytes, _ = budget.(ByteBudget)
 	go d.receive()
 	return d
@@ -152,11 +170,11 @@ func (d *DatagramFlows) Close() error {
 
 func (d *DatagramFlows) receive() {
 	defer close(d.done)
-	buf := make([]byte, maxRead)
+	buf := d.readBuffer()
 	oob := make([]byte, controlSpace+coalescedSpace)
 	read := datagramReceiver(d.pc)
 	for {
-		n, oobn, src, err := read(buf, oob)
+		n, oobn, src, err := read(*buf, oob)
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
@@ -167,7 +185,29 @@ func (d *DatagramFlows) receive() {
 		if f == nil {
 			continue // over the budget: dropped
 		}
-		f.enqueue(buf[:n], coalescedSize(oob[:oobn]))
+		if f.enqueue((*buf)[:n], coalescedSize(oob[:oobn]), buf) {
+			buf = d.readBuffer()
+		}
+	}
+}
+
+// readBuffer is a spare read buffer, or a new one.
+func (d *DatagramFlows) readBuffer() *[]byte {
+	select {
+	case b := <-d.spares:
+		return b
+	default:
+		b := make([]byte, maxRead)
+		return &b
+	}
+}
+
+// spare gives back a read buffer no run lies in any more, kept for a
+// later read if fewer than spareReads are.
+func (d *DatagramFlows) spare(b *[]byte) {
+	select {
+	case d.spares <- b:
+	default:
 	}
 }
 
@@ -204,14 +244,17 @@ type datagramFlow struct {
 	// Set and read by the flow's one reader only:
 	deadline time.Time   // of Read
 	taken    datagramRun // the datagrams of a run taken off the queue, not yet read
+	holding  *[]byte     // the read buffer the latest run taken lies in; nil: none
 }
 
 // datagramRun is one datagram, or when size is over 0 a run of datagrams
 // of size bytes each, the last maybe shorter (eachDatagram). A queued run's
-// b is never nil, even for an empty datagram: nil b is no datagram.
+// b is never nil, even for an empty datagram: nil b is no datagram. buf
+// is the read buffer of DatagramFlows that b lies in; nil when b is a copy.
 type datagramRun struct {
 	b    []byte
 	size int
+	buf  *[]byte
 }
 
 // next returns the first datagram of r and the rest (nil b when none).
@@ -219,7 +262,7 @@ func (r datagramRun) next() ([]byte, datagramRun) {
 	if r.size <= 0 || len(r.b) <= r.size {
 		return r.b, datagramRun{}
 	}
-	return r.b[:r.size], datagramRun{r.b[r.size:], r.size}
+	return r.b[:r.size], datagramRun{r.b[r.size:], r.size, r.buf}
 }
 
 func (f *datagramFlow) Read(b []byte) (int, error) {
@@ -248,12 +291,22 @@ func (f *datagramFlow) readFrames(dst []byte, limit int) ([]byte, error) {
 		}
 		select {
 		case r := <-f.queue:
-			f.dequeued(r)
-			f.taken = r
+			f.took(r)
 		default:
 			return dst, nil
 		}
 	}
+}
+
+// took makes r, off the queue, the run the reader takes datagrams of.
+// The datagrams of the run before are all read, and copied out by the
+// reader's callers: its buffer is a spare.
+func (f *datagramFlow) took(r datagramRun) {
+	f.dequeued(r)
+	if f.holding != nil {
+		f.d.spare(f.holding)
+	}
+	f.taken, f.holding = r, r.buf
 }
 
 // take waits, unless datagrams of a run taken earlier are left, for the
@@ -270,8 +323,7 @@ func (f *datagramFlow) take() error {
 	}
 	select {
 	case r := <-f.queue:
-		f.dequeued(r)
-		f.taken = r
+		f.took(r)
 		return nil
 	case <-f.closed:
 		return net.ErrClosed
@@ -288,22 +340,46 @@ func (f *datagramFlow) Write(b []byte) (int, error) {
 	return f.d.pc.WriteToUDPAddrPort(b, f.src)
 }
 
-// enqueue queues a copy of the datagrams of one read, b (one datagram,
-// or a run of datagrams of size bytes each, as datagramRun), for Read:
-// as many of them as the flow's queue has room for, unless the flow has
-// ended or the budget has no room for them. The others are dropped.
-func (f *datagramFlow) enqueue(b []byte, size int) {
+// enqueue queues the datagrams of one read, b (one datagram, or a run of
+// datagrams of size bytes each, as datagramRun), for Read: as many of them
+// as the flow's queue has room for, unless the flow has ended or the
+// budget has no room for them. The others are dropped. b lies in buf, a
+// read buffer of the flow's DatagramFlows: what is kept of a read of handedOver bytes or
+// more is queued where it lies, and counted as the whole buffer, where the
+// queue has room for that; enqueue then returns true, the buffer now the
+// flow's. Another is queued in a copy, and enqueue returns false.
+func (f *datagramFlow) enqueue(b []byte, size int, buf *[]byte) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ended || len(f.queue) == cap(f.queue) {
-		return
+		return false
 	}
 	n := keptOfRun(len(b), size, flowQueueBytes-f.queued)
-	if n < 0 || f.d.bytes != nil && !f.d.bytes.Hold(n) {
-		return
+	if n < 0 {
+		return false
 	}
-	f.queue <- datagramRun{append([]byte{}, b[:n]...), size} // never nil; copied, not zeroed first
-	f.queued += n
+	r := datagramRun{b: b[:n], size: size}
+	if n >= handedOver && f.queued+cap(*buf) <= flowQueueBytes {
+		r.buf = buf
+	}
+	if f.d.bytes != nil && !f.d.bytes.Hold(r.held()) {
+		return false
+	}
+	if r.buf == nil {
+		r.b = append([]byte{}, r.b...) // never nil; copied, not zeroed first
+	}
+	f.queued += r.held()
+	f.queue <- r
+	return r.buf != nil
+}
+
+// held is the memory r holds while it waits in a queue, as the queue's
+// caps count it: its buffer's, or its copy's.
+func (r datagramRun) held() int {
+	if r.buf != nil {
+		return cap(*r.buf)
+	}
+	return len(r.b)
 }
 
 // keptOfRun is how many of the n bytes of a read's datagrams (a run of
@@ -322,10 +398,10 @@ func keptOfRun(n, size, room int) int {
 // dequeued counts run r out of the queue.
 func (f *datagramFlow) dequeued(r datagramRun) {
 	f.mu.Lock()
-	f.queued -= len(r.b)
+	f.queued -= r.held()
 	f.mu.Unlock()
 	if f.d.bytes != nil {
-		f.d.bytes.Release(len(r.b))
+		f.d.bytes.Release(r.held())
 	}
 }
 

@@ -9,23 +9,33 @@ import (
 // TestAFlowQueuesWhatFitsOfARunAndReadsItADatagramAtATime: a read's run
 // of datagrams waits as one, as many whole datagrams of it as the queue
 // has room for; an empty datagram is a datagram; Read and readFrames take
-// them one datagram each, in order.
+// them one datagram each, in order. A large read waits in the buffer it
+// was read into, counted as the whole buffer, where the queue has room
+// for that; else, as a small read, in a copy, counted as its bytes.
 func TestAFlowQueuesWhatFitsOfARunAndReadsItADatagramAtATime(t *testing.T) {
-	f := &datagramFlow{d: &DatagramFlows{}, queue: make(chan datagramRun, flowQueue), closed: make(chan struct{})}
-	run := bytes.Repeat([]byte{9}, 1<<16) // 64 datagrams of 1 KiB
-	for range 31 {
-		f.enqueue(run, 1<<10)
+	f := &datagramFlow{d: &DatagramFlows{spares: make(chan *[]byte, spareReads)}, queue: make(chan datagramRun, flowQueue), closed: make(chan struct{})}
+	enqueue := func(b []byte, size int, wantHanded bool) {
+		t.Helper()
+		buf := f.d.readBuffer()
+		if handed := f.enqueue(append((*buf)[:0], b...), size, buf); handed != wantHanded {
+			t.Fatalf("a read of %d bytes: handed over %v, want %v", len(b), handed, wantHanded)
+		}
 	}
-	f.enqueue(run[:MaxDatagram], 0)
-	f.enqueue(run[:flowQueueBytes-10-31<<16-MaxDatagram], 0) // 10 bytes of room left
-	f.enqueue([]byte("aaaabbbbccccdd"), 4)                   // room for 2 of its 4 datagrams
-	f.enqueue(nil, 0)                                        // an empty datagram fits in any room
-	f.enqueue([]byte("eee"), 0)                              // 2 bytes of room left
+	run := bytes.Repeat([]byte{9}, maxRead) // 64 datagrams of 1 KiB
+	for range 30 {
+		enqueue(run, 1<<10, true)
+	}
+	enqueue(run[:100], 0, false)
+	enqueue(run[:MaxDatagram], 0, true)                       // counted as its buffer, maxRead
+	enqueue(run[:flowQueueBytes-10-31*maxRead-100], 0, false) // no room for a buffer: copied; 10 bytes of room left
+	enqueue([]byte("aaaabbbbccccdd"), 4, false)               // room for 2 of its 4 datagrams
+	enqueue(nil, 0, false)                                    // an empty datagram fits in any room
+	enqueue([]byte("eee"), 0, false)                          // 2 bytes of room left
 	if len(f.queue) != 35 || f.queued != flowQueueBytes-2 {
 		t.Fatalf("queued %d reads, %d bytes; want 35 and %d", len(f.queue), f.queued, flowQueueBytes-2)
 	}
 	buf := make([]byte, MaxDatagram)
-	for i, want := range append(slices.Repeat([]int{1 << 10}, 31*64), MaxDatagram, 19) {
+	for i, want := range append(slices.Repeat([]int{1 << 10}, 30*64), 100, MaxDatagram, flowQueueBytes-10-31*maxRead-100) {
 		if n, err := f.Read(buf); err != nil || n != want {
 			t.Fatalf("Read %d: %d bytes, %v; want %d", i, n, err, want)
 		}
