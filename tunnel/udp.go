@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -70,9 +71,9 @@ const batchBytes = 64 << 10
 // frameReader is a datagram socket that can hand over at once the
 // datagrams that have arrived: readFrames appends to dst the frame of the
 // next datagram, waiting for it until the read deadline, then the frames
-// of those already waiting while dst is shorter than limit. dst has room
-// for limit+frameRoom bytes. It returns at least one frame, or none and
-// the error.
+// of those already waiting while dst is shorter than limit, growing dst
+// as it must (to at most limit+frameRoom bytes). It returns at least one
+// frame, or none and the error.
 type frameReader interface {
 	readFrames(dst []byte, limit int) ([]byte, error)
 }
@@ -95,6 +96,7 @@ type oneDatagram struct{ conn net.Conn }
 
 func (o oneDatagram) readFrames(dst []byte, limit int) ([]byte, error) {
 	at := len(dst)
+	dst = slices.Grow(dst, 2+MaxDatagram)
 	n, err := o.conn.Read(dst[at+2 : at+2+MaxDatagram])
 	if err != nil {
 		return dst[:at], err
@@ -147,19 +149,25 @@ func appendFrame(dst, b []byte) []byte {
 // which moves to the buffer's start.
 type frameStream struct {
 	r      io.Reader
-	buf    []byte // read and not yet handed over; its capacity is streamRoom
+	buf    []byte // read and not yet handed over; its capacity is the room of a read
 	handed int    // bytes at buf's start that the latest next handed over
+	filled bool   // the latest read filled the room it had: more may wait
 	err    error  // of the latest read: returned once the whole frames before it are
 }
 
-// streamRoom is the room of a frameStream's reads: two batches (batchBytes)
-// of the peer's, so that a read takes a burst that crossed in several
-// writes and the runs of one size it sends fill (udpsend.go). It holds the
-// largest frame.
-const streamRoom = 2 * batchBytes
+// A frameStream's buffer starts at streamStart bytes, so that a flow that
+// carries little holds little, and doubles, up to streamRoom, when a read
+// fills the room it had or a frame does not fit. streamRoom is two
+// batches (batchBytes) of the peer's, so that a read takes a burst that
+// crossed in several writes and the runs of one size it sends fill
+// (udpsend.go); it holds the largest frame.
+const (
+	streamStart = 8 << 10
+	streamRoom  = 2 * batchBytes
+)
 
 func newFrameStream(r io.Reader) *frameStream {
-	return &frameStream{r: r, buf: make([]byte, 0, streamRoom)}
+	return &frameStream{r: r, buf: make([]byte, 0, streamStart)}
 }
 
 // next returns the whole frames read and not yet handed over, reading
@@ -183,8 +191,12 @@ func (s *frameStream) next() ([]byte, error) {
 		case s.err != nil:
 			return nil, s.err
 		}
+		if (s.filled || len(s.buf) == cap(s.buf)) && cap(s.buf) < streamRoom {
+			s.buf = append(make([]byte, 0, min(2*cap(s.buf), streamRoom)), s.buf...)
+		}
 		var n int
 		n, s.err = s.r.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.filled = len(s.buf)+n == cap(s.buf)
 		s.buf = s.buf[:len(s.buf)+n]
 	}
 }
@@ -279,10 +291,11 @@ func PairDatagrams(a, b net.Conn) {
 // ICMP port unreachable, which loses a datagram, ends nothing.
 func pumpDatagrams(conn net.Conn, last *atomic.Int64, limit int, write func(frames []byte) error) {
 	fr := framesOf(conn)
-	buf := make([]byte, 0, limit+frameRoom)
+	var buf []byte // grows to the bursts conn has
 	for {
 		conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
 		frames, err := fr.readFrames(buf[:0], limit)
+		buf = frames
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():

@@ -98,16 +98,59 @@ func TestAFrameStreamHandsOverWholeFramesOnly(t *testing.T) {
 	}
 
 	s = newFrameStream(bytes.NewReader(frames[:len(frames)-1]))
-	got, err := s.next()
-	if err != nil || len(got) != len(frames)-22 {
-		t.Fatalf("the whole frames before a cut one: %d bytes, %v; want %d", len(got), err, len(frames)-22)
+	var whole []byte
+	for {
+		got, err := s.next()
+		if err != nil {
+			if !errors.Is(err, io.ErrUnexpectedEOF) || got != nil {
+				t.Fatalf("the cut frame: %d bytes, %v", len(got), err)
+			}
+			break
+		}
+		whole = append(whole, got...)
 	}
-	if got, err := s.next(); !errors.Is(err, io.ErrUnexpectedEOF) || got != nil {
-		t.Fatalf("the cut frame: %d bytes, %v", len(got), err)
+	if !bytes.Equal(whole, frames[:len(frames)-22]) {
+		t.Fatalf("the whole frames before a cut one: %d bytes; want %d", len(whole), len(frames)-22)
 	}
 
 	bad := binary.BigEndian.AppendUint16(nil, MaxDatagram+1)
 	if _, err := newFrameStream(bytes.NewReader(bad)).next(); !errors.Is(err, errMalformedDatagram) {
 		t.Fatalf("a frame of %d bytes: %v", MaxDatagram+1, err)
+	}
+}
+
+// TestAFrameStreamGrowsOnlyForWhatArrives: a stream of small frames read
+// one at a time keeps the buffer it started with; one whose reads find
+// more waiting than the buffer holds grows it until a read takes two
+// batches' worth at once, and no further.
+func TestAFrameStreamGrowsOnlyForWhatArrives(t *testing.T) {
+	small, _ := framesOfSizes(100, 100, 100)
+	s := newFrameStream(iotest.OneByteReader(bytes.NewReader(small)))
+	for range 3 {
+		if _, err := s.next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cap(s.buf) != streamStart {
+		t.Fatalf("small frames grew the buffer to %d bytes, from %d", cap(s.buf), streamStart)
+	}
+	sizes := make([]int, 400)
+	for i := range sizes {
+		sizes[i] = 1200
+	}
+	burst, _ := framesOfSizes(sizes...)
+	s = newFrameStream(bytes.NewReader(burst))
+	most := 0
+	for {
+		got, err := s.next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, len(got))
+	}
+	if cap(s.buf) != streamRoom || most <= streamRoom-1202 {
+		t.Fatalf("a burst of %d bytes: the buffer grew to %d bytes, at most %d handed over at once; want %d, over %d", len(burst), cap(s.buf), most, streamRoom, streamRoom-1202)
 	}
 }
