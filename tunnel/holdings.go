@@ -14,6 +14,10 @@ import (
 // a run by its state.
 type holdings struct {
 	perKey, all int64
+	// The errors of the two caps, made once: a flood of datagrams past
+	// a cap is refused one datagram at a time, and each refusal
+	// allocates nothing.
+	overKey, overAll *capError
 
 	mu    sync.Mutex
 	keys  map[string]int64
@@ -21,7 +25,13 @@ type holdings struct {
 }
 
 func newHoldings(l Limits) *holdings {
-	return &holdings{perKey: int64(l.MemoryPerKey) << 20, all: int64(l.Memory) << 20, keys: map[string]int64{}}
+	return &holdings{
+		perKey:  int64(l.MemoryPerKey) << 20,
+		all:     int64(l.Memory) << 20,
+		overKey: &capError{text: fmt.Sprintf("the agent's cap of %d MiB waiting to be carried for one key is reached; read faster, or ask the cluster admin to raise PLUG_MAX_MEMORY_PER_KEY", l.MemoryPerKey)},
+		overAll: &capError{text: fmt.Sprintf("the agent's cap of %d MiB waiting to be carried for all keys together is reached; ask the cluster admin to raise PLUG_MAX_MEMORY", l.Memory)},
+		keys:    map[string]int64{},
+	}
 }
 
 // hold counts n bytes more for key, or returns a *capError naming the cap
@@ -33,10 +43,10 @@ func (h *holdings) hold(key string, n int) error {
 	switch {
 	case k+int64(n) > h.perKey:
 		countCap("PLUG_MAX_MEMORY_PER_KEY")
-		return &capError{text: fmt.Sprintf("the agent's cap of %d MiB waiting to be carried for one key is reached; read faster, or ask the cluster admin to raise PLUG_MAX_MEMORY_PER_KEY", h.perKey>>20)}
+		return h.overKey
 	case h.total+int64(n) > h.all:
 		countCap("PLUG_MAX_MEMORY")
-		return &capError{text: fmt.Sprintf("the agent's cap of %d MiB waiting to be carried for all keys together is reached; ask the cluster admin to raise PLUG_MAX_MEMORY", h.all>>20)}
+		return h.overAll
 	}
 	h.keys[key] = k + int64(n)
 	h.total += int64(n)

@@ -24,9 +24,22 @@ import (
 // from 2.8 to 2.4 s (pod → laptop); while requests and answers crossed
 // one connection, the agent's threads made 13 futex and nanosleep calls in
 // a second (perf trace), where they had made some 13,000.
+//
+// A call allocates nothing: the function the poller calls is made once per
+// connection (rawOp), not a closure per call.
 type rawConn struct {
 	*net.TCPConn
-	rc syscall.RawConn
+	rc          syscall.RawConn
+	read, write rawOp
+}
+
+// rawOp is a read or a write of a rawConn in progress: its bytes, what it
+// did, and the function the poller calls to do it.
+type rawOp struct {
+	p     []byte
+	n     int
+	errno syscall.Errno
+	try   func(fd uintptr) bool // made once: reports false when the socket is not ready
 }
 
 // rawIO is c as a rawConn when it is a TCP connection, else c.
@@ -39,17 +52,19 @@ func rawIO(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	return &rawConn{TCPConn: tc, rc: rc}
+	r := &rawConn{TCPConn: tc, rc: rc}
+	r.read.try, r.write.try = r.readOnce, r.writeAll
+	return r
 }
 
 func (c *rawConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, errno, err := rawCall(c.rc.Read, func(fd uintptr) (int, syscall.Errno) {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		return int(r), e
-	})
+	c.read.p, c.read.n, c.read.errno = p, 0, 0
+	err := c.rc.Read(c.read.try)
+	n, errno := c.read.n, c.read.errno
+	c.read.p = nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -61,46 +76,27 @@ func (c *rawConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// rawCall makes call, one raw system call on a socket, through wait, the
-// socket's RawConn's Read or Write: again when it is interrupted (EINTR),
-// and after wait has waited for the socket when it is not ready (EAGAIN).
-// It returns the call's result and errno, or wait's error (a deadline, a
-// closed socket).
-func rawCall(wait func(func(fd uintptr) bool) error, call func(fd uintptr) (int, syscall.Errno)) (n int, errno syscall.Errno, err error) {
-	err = wait(func(fd uintptr) bool {
-		for {
-			n, errno = call(fd)
-			switch errno {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			}
-			return true
+// readOnce reads into c.read.p once.
+func (c *rawConn) readOnce(fd uintptr) bool {
+	p := c.read.p
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits for the socket, then calls again
 		}
-	})
-	return n, errno, err
+		c.read.n, c.read.errno = int(r), e
+		return true
+	}
 }
 
 func (c *rawConn) Write(p []byte) (int, error) {
-	var n int
-	var errno syscall.Errno
-	err := c.rc.Write(func(fd uintptr) bool {
-		for n < len(p) {
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n))
-			switch e {
-			case 0:
-				n += int(r)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false
-			default:
-				errno = e
-				return true
-			}
-		}
-		return true
-	})
+	c.write.p, c.write.n, c.write.errno = p, 0, 0
+	err := c.rc.Write(c.write.try)
+	n, errno := c.write.n, c.write.errno
+	c.write.p = nil
 	switch {
 	case err != nil:
 		return n, err
@@ -108,6 +104,26 @@ func (c *rawConn) Write(p []byte) (int, error) {
 		return n, c.opError("write", os.NewSyscallError("write", errno))
 	}
 	return n, nil
+}
+
+// writeAll writes c.write.p, what of it is left, until it is all written,
+// the socket is not ready or a write fails.
+func (c *rawConn) writeAll(fd uintptr) bool {
+	p := c.write.p
+	for c.write.n < len(p) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[c.write.n])), uintptr(len(p)-c.write.n))
+		switch e {
+		case 0:
+			c.write.n += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.write.errno = e
+			return true
+		}
+	}
+	return true
 }
 
 // opError is err as the net package returns it from op.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -82,5 +83,44 @@ func TestRawIOLeavesOtherConnectionsAlone(t *testing.T) {
 	defer q.Close()
 	if got := rawIO(p); got != p {
 		t.Fatalf("rawIO made a %T of a net.Pipe", got)
+	}
+}
+
+// TestRawCallsAllocateNothing: a raw connection's read and write, and a
+// UDP socket's raw recvmsg and sendmsg, allocate nothing: they run for
+// every packet of a stream and every read of a flood.
+func TestRawCallsAllocateNothing(t *testing.T) {
+	a, b := clustertest.TCPPair(t)
+	raw := rawIO(a)
+	out, in := make([]byte, 512), make([]byte, 512)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := raw.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(b, in); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(raw, in); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a raw write and read allocated %v times", n)
+	}
+
+	rx, tx := udpPair(t)
+	send, recv := datagramSender(tx, netip.AddrPort{}), newDatagramCalls(rx)
+	run := [][]byte{out}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := send(run, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := recv.recv(in, nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a raw sendmsg and recvmsg allocated %v times", n)
 	}
 }

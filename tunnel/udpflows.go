@@ -132,7 +132,7 @@ type DatagramFlows struct {
 	bytes  ByteBudget // the budget's, if it counts bytes
 	handle func(net.Conn)
 	done   chan struct{}
-	spares chan *[]byte // read buffers given back, at most spareReads
+	spares chan []byte // read buffers given back, at most spareReads
 
 	mu    sync.Mutex
 	flows map[netip.AddrPort]*datagramFlow
@@ -146,7 +146,7 @@ func NewDatagramFlows(pc *net.UDPConn, budget FlowBudget, handle func(net.Conn))
 	reportDestinations(pc)
 	takeCoalesced(pc)
 	bufferDatagrams(pc)
-	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), spares: make(chan *[]byte, spareReads), flows: map[netip.AddrPort]*datagramFlow{}}
+	d := &DatagramFlows{pc: pc, budget: budget, handle: handle, done: make(chan struct{}), spares: make(chan []byte, spareReads), flows: map[netip.AddrPort]*datagramFlow{}}
 	d.bytes, _ = budget.(ByteBudget)
 	go d.receive()
 	return d
@@ -174,7 +174,7 @@ func (d *DatagramFlows) receive() {
 	oob := make([]byte, controlSpace+coalescedSpace)
 	read := datagramReceiver(d.pc)
 	for {
-		n, oobn, src, err := read(*buf, oob)
+		n, oobn, src, err := read(buf, oob)
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
@@ -185,26 +185,25 @@ func (d *DatagramFlows) receive() {
 		if f == nil {
 			continue // over the budget: dropped
 		}
-		if f.enqueue((*buf)[:n], coalescedSize(oob[:oobn]), buf) {
+		if f.enqueue(buf[:n], coalescedSize(oob[:oobn])) {
 			buf = d.readBuffer()
 		}
 	}
 }
 
-// readBuffer is a spare read buffer, or a new one.
-func (d *DatagramFlows) readBuffer() *[]byte {
+// readBuffer is a spare read buffer, or a new one: maxRead bytes.
+func (d *DatagramFlows) readBuffer() []byte {
 	select {
 	case b := <-d.spares:
 		return b
 	default:
-		b := make([]byte, maxRead)
-		return &b
+		return make([]byte, maxRead)
 	}
 }
 
 // spare gives back a read buffer no run lies in any more, kept for a
 // later read if fewer than spareReads are.
-func (d *DatagramFlows) spare(b *[]byte) {
+func (d *DatagramFlows) spare(b []byte) {
 	select {
 	case d.spares <- b:
 	default:
@@ -244,17 +243,17 @@ type datagramFlow struct {
 	// Set and read by the flow's one reader only:
 	deadline time.Time   // of Read
 	taken    datagramRun // the datagrams of a run taken off the queue, not yet read
-	holding  *[]byte     // the read buffer the latest run taken lies in; nil: none
+	holding  []byte      // the read buffer the latest run taken lies in; nil: none
 }
 
 // datagramRun is one datagram, or when size is over 0 a run of datagrams
 // of size bytes each, the last maybe shorter (eachDatagram). A queued run's
-// b is never nil, even for an empty datagram: nil b is no datagram. buf
-// is the read buffer of DatagramFlows that b lies in; nil when b is a copy.
+// b is never nil, even for an empty datagram: nil b is no datagram. A
+// queued run lies in a read buffer of its DatagramFlows when its capacity
+// is maxRead (lent); else in a copy, whose capacity is its length.
 type datagramRun struct {
 	b    []byte
 	size int
-	buf  *[]byte
 }
 
 // next returns the first datagram of r and the rest (nil b when none).
@@ -262,7 +261,7 @@ func (r datagramRun) next() ([]byte, datagramRun) {
 	if r.size <= 0 || len(r.b) <= r.size {
 		return r.b, datagramRun{}
 	}
-	return r.b[:r.size], datagramRun{r.b[r.size:], r.size, r.buf}
+	return r.b[:r.size], datagramRun{r.b[r.size:], r.size}
 }
 
 func (f *datagramFlow) Read(b []byte) (int, error) {
@@ -306,7 +305,10 @@ func (f *datagramFlow) took(r datagramRun) {
 	if f.holding != nil {
 		f.d.spare(f.holding)
 	}
-	f.taken, f.holding = r, r.buf
+	f.taken, f.holding = r, nil
+	if r.lent() {
+		f.holding = r.b[:0]
+	}
 }
 
 // take waits, unless datagrams of a run taken earlier are left, for the
@@ -343,12 +345,13 @@ func (f *datagramFlow) Write(b []byte) (int, error) {
 // enqueue queues the datagrams of one read, b (one datagram, or a run of
 // datagrams of size bytes each, as datagramRun), for Read: as many of them
 // as the flow's queue has room for, unless the flow has ended or the
-// budget has no room for them. The others are dropped. b lies in buf, a
-// read buffer of the flow's DatagramFlows: what is kept of a read of handedOver bytes or
-// more is queued where it lies, and counted as the whole buffer, where the
-// queue has room for that; enqueue then returns true, the buffer now the
-// flow's. Another is queued in a copy, and enqueue returns false.
-func (f *datagramFlow) enqueue(b []byte, size int, buf *[]byte) bool {
+// budget has no room for them. The others are dropped. b lies in a read
+// buffer of the flow's DatagramFlows: what is kept of a read of
+// handedOver bytes or more is queued where it lies, and counted as the
+// whole buffer, where the queue has room for that; enqueue then returns
+// true, the buffer now the flow's. Another is queued in a copy, and
+// enqueue returns false.
+func (f *datagramFlow) enqueue(b []byte, size int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ended || len(f.queue) == cap(f.queue) {
@@ -358,26 +361,32 @@ func (f *datagramFlow) enqueue(b []byte, size int, buf *[]byte) bool {
 	if n < 0 {
 		return false
 	}
-	r := datagramRun{b: b[:n], size: size}
-	if n >= handedOver && f.queued+cap(*buf) <= flowQueueBytes {
-		r.buf = buf
+	lend := n >= handedOver && cap(b) == maxRead && f.queued+maxRead <= flowQueueBytes
+	held := n
+	if lend {
+		held = maxRead
 	}
-	if f.d.bytes != nil && !f.d.bytes.Hold(r.held()) {
+	if f.d.bytes != nil && !f.d.bytes.Hold(held) {
 		return false
 	}
-	if r.buf == nil {
-		r.b = append([]byte{}, r.b...) // never nil; copied, not zeroed first
+	r := datagramRun{b: b[:n], size: size}
+	if !lend {
+		r.b = make([]byte, n) // never nil; its capacity its length
+		copy(r.b, b)
 	}
 	f.queued += r.held()
 	f.queue <- r
-	return r.buf != nil
+	return lend
 }
 
+// lent is whether r lies in a read buffer of its DatagramFlows.
+func (r datagramRun) lent() bool { return cap(r.b) == maxRead }
+
 // held is the memory r holds while it waits in a queue, as the queue's
-// caps count it: its buffer's, or its copy's.
+// caps count it: its read buffer's, or its copy's.
 func (r datagramRun) held() int {
-	if r.buf != nil {
-		return cap(*r.buf)
+	if r.lent() {
+		return maxRead
 	}
 	return len(r.b)
 }

@@ -13,11 +13,10 @@ import (
 // was read into, counted as the whole buffer, where the queue has room
 // for that; else, as a small read, in a copy, counted as its bytes.
 func TestAFlowQueuesWhatFitsOfARunAndReadsItADatagramAtATime(t *testing.T) {
-	f := &datagramFlow{d: &DatagramFlows{spares: make(chan *[]byte, spareReads)}, queue: make(chan datagramRun, flowQueue), closed: make(chan struct{})}
+	f := &datagramFlow{d: &DatagramFlows{spares: make(chan []byte, spareReads)}, queue: make(chan datagramRun, flowQueue), closed: make(chan struct{})}
 	enqueue := func(b []byte, size int, wantHanded bool) {
 		t.Helper()
-		buf := f.d.readBuffer()
-		if handed := f.enqueue(append((*buf)[:0], b...), size, buf); handed != wantHanded {
+		if handed := f.enqueue(append(f.d.readBuffer()[:0], b...), size); handed != wantHanded {
 			t.Fatalf("a read of %d bytes: handed over %v, want %v", len(b), handed, wantHanded)
 		}
 	}

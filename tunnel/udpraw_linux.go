@@ -29,12 +29,20 @@ type datagramCalls struct {
 	msg   unix.Msghdr
 	iov   []unix.Iovec
 	name  unix.RawSockaddrInet6 // room for either family's address
+
+	// The call in progress, and the function the poller calls to make
+	// it, made once (a call allocates nothing).
+	nr    uintptr
+	n     int
+	errno syscall.Errno
+	try   func(fd uintptr) bool
 }
 
 // newDatagramCalls returns the calls of c.
 func newDatagramCalls(c *net.UDPConn) *datagramCalls {
 	rc, _ := c.SyscallConn() // fails only for a nil *UDPConn
 	d := &datagramCalls{rc: rc}
+	d.try = d.once
 	rc.Control(func(fd uintptr) {
 		domain, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
 		d.inet6 = err == nil && domain == unix.AF_INET6
@@ -46,7 +54,7 @@ func newDatagramCalls(c *net.UDPConn) *datagramCalls {
 // messages into oob; with named, also the sender's address.
 func (d *datagramCalls) recv(b, oob []byte, named bool) (n, oobn int, from netip.AddrPort, err error) {
 	d.setRecv(b, oob, named)
-	n, err = d.call("recvmsg", unix.SYS_RECVMSG, d.rc.Read)
+	n, err = d.call("recvmsg", unix.SYS_RECVMSG)
 	if err != nil {
 		return 0, 0, netip.AddrPort{}, err
 	}
@@ -105,22 +113,43 @@ func (d *datagramCalls) send(parts [][]byte, oob []byte, to netip.AddrPort) erro
 			return err
 		}
 	}
-	_, err := d.call("sendmsg", unix.SYS_SENDMSG, d.rc.Write)
+	_, err := d.call("sendmsg", unix.SYS_SENDMSG)
 	return err
 }
 
-// call makes the system call nr (recvmsg or sendmsg) of d.msg through
-// wait, the poller's Read or Write, which waits while the socket is not
-// ready.
-func (d *datagramCalls) call(op string, nr uintptr, wait func(func(fd uintptr) bool) error) (int, error) {
-	n, errno, err := rawCall(wait, func(fd uintptr) (int, syscall.Errno) { return d.raw(nr, fd) })
+// call makes the system call nr, recvmsg or sendmsg, of d.msg through
+// the socket's poller, which waits while the socket is not ready.
+func (d *datagramCalls) call(op string, nr uintptr) (int, error) {
+	d.nr, d.n, d.errno = nr, 0, 0
+	var err error
+	if nr == unix.SYS_SENDMSG {
+		err = d.rc.Write(d.try)
+	} else {
+		err = d.rc.Read(d.try)
+	}
 	switch {
 	case err != nil:
 		return 0, err
-	case errno != 0:
-		return 0, os.NewSyscallError(op, errno)
+	case d.errno != 0:
+		return 0, os.NewSyscallError(op, d.errno)
 	}
-	return n, nil
+	return d.n, nil
+}
+
+// once makes d's call once, again if it is interrupted; false when the
+// socket is not ready.
+func (d *datagramCalls) once(fd uintptr) bool {
+	for {
+		r, e := d.raw(d.nr, fd)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		d.n, d.errno = r, e
+		return true
+	}
 }
 
 // raw makes the system call nr of d.msg on fd.
