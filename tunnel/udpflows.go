@@ -201,11 +201,12 @@ func (d *DatagramFlows) readBuffer() []byte {
 	}
 }
 
-// spare gives back a read buffer no run lies in any more, kept for a
-// later read if fewer than spareReads are.
+// spare gives back b, a read buffer (whatever its length, its capacity
+// maxRead) no run lies in any more, kept whole for a later read if fewer
+// than spareReads are.
 func (d *DatagramFlows) spare(b []byte) {
 	select {
-	case d.spares <- b:
+	case d.spares <- b[:maxRead]:
 	default:
 	}
 }
@@ -307,7 +308,7 @@ func (f *datagramFlow) took(r datagramRun) {
 	}
 	f.taken, f.holding = r, nil
 	if r.lent() {
-		f.holding = r.b[:0]
+		f.holding = r.b
 	}
 }
 

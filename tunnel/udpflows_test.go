@@ -1,6 +1,7 @@
 package tunnel_test
 
 import (
+	"bytes"
 	"net"
 	"testing"
 	"time"
@@ -90,5 +91,48 @@ func TestAFlowCapHoldsItsBytesCap(t *testing.T) {
 	c.Release(1500)
 	if !c.Hold(1500) || c.Hold(1) {
 		t.Fatal("the room of a released datagram was not given back exactly")
+	}
+}
+
+// TestAFlowsLargeDatagramsArriveWholeReadAfterRead: datagrams large
+// enough to wait in the buffer they were read into, which is read into
+// again once the flow has taken them, arrive whole and in order, one
+// after another, as many as the buffers are used again.
+func TestAFlowsLargeDatagramsArriveWholeReadAfterRead(t *testing.T) {
+	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte)
+	flows := tunnel.NewDatagramFlows(pc, &tunnel.FlowCap{Max: 1}, func(f net.Conn) {
+		defer f.Close()
+		buf := make([]byte, tunnel.MaxDatagram)
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				return
+			}
+			got <- bytes.Clone(buf[:n])
+		}
+	})
+	defer flows.Close()
+	c, err := net.Dial("udp4", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 20 {
+		d := bytes.Repeat([]byte{byte(i + 1)}, 40000+i)
+		if _, err := c.Write(d); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case b := <-got:
+			if !bytes.Equal(b, d) {
+				t.Fatalf("datagram %d arrived as %d bytes of %v, not its %d of %d", i, len(b), b[:min(len(b), 1)], len(d), i+1)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("datagram %d did not arrive in 5s", i)
+		}
 	}
 }
