@@ -258,6 +258,14 @@ deploy_agent() {
 		$KUBECTL -n "$KNS" apply -f - >/dev/null
 	$KUBECTL -n "$KNS" set env deployment/plug "$@" >/dev/null
 	$KUBECTL -n "$KNS" rollout status deployment/plug --timeout=120s >/dev/null
+	# set env replaced the pod that apply started: wait until that one is
+	# gone, so that no connection of the bench reaches an agent on its way
+	# out (plug's runs would move to the new one, but ssh's would end).
+	for _ in $(seq 90); do
+		[ "$($KUBECTL -n "$KNS" get pods -l app.kubernetes.io/name=plug -o name | wc -l)" -le 1 ] && return
+		sleep 1
+	done
+	die "the agent's replaced pod in $KNS was still there 90 s after its successor ran"
 }
 
 # in_laptop runs a command in the laptop namespace, with the laptop's HOME.
