@@ -86,8 +86,9 @@ func TestRawIOLeavesOtherConnectionsAlone(t *testing.T) {
 	}
 }
 
-// TestRawCallsAllocateNothing: a raw connection's read and write, and a
-// UDP socket's raw recvmsg and sendmsg, allocate nothing: they run for
+// TestRawCallsAllocateNothing: a raw connection's read and write, a UDP
+// socket's raw recvmsg and sendmsg, and a batch read of its datagrams
+// allocate nothing: they run for
 // every packet of a stream and every read of a flood.
 func TestRawCallsAllocateNothing(t *testing.T) {
 	a, b := clustertest.TCPPair(t)
@@ -117,10 +118,21 @@ func TestRawCallsAllocateNothing(t *testing.T) {
 		if err := send(run, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, err := recv.recv(in, nil, true); err != nil {
+		if _, _, _, err := recv.recv(in, nil); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
 		t.Errorf("a raw sendmsg and recvmsg allocated %v times", n)
+	}
+	frames, batch := framesOf(rx), make([]byte, 0, batchBytes+frameRoom)
+	if n := testing.AllocsPerRun(100, func() {
+		if err := send(run, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := frames.readFrames(batch, batchBytes); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a batch read of a socket allocated %v times", n)
 	}
 }

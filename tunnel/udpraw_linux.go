@@ -50,18 +50,15 @@ func newDatagramCalls(c *net.UDPConn) *datagramCalls {
 	return d
 }
 
-// recv reads one datagram (or coalesced run) into b and its control
-// messages into oob; with named, also the sender's address.
-func (d *datagramCalls) recv(b, oob []byte, named bool) (n, oobn int, from netip.AddrPort, err error) {
-	d.setRecv(b, oob, named)
+// recv reads one datagram (or coalesced run) into b, its control
+// messages into oob, and its sender's address.
+func (d *datagramCalls) recv(b, oob []byte) (n, oobn int, from netip.AddrPort, err error) {
+	d.setRecv(b, oob, true)
 	n, err = d.call("recvmsg", unix.SYS_RECVMSG)
 	if err != nil {
 		return 0, 0, netip.AddrPort{}, err
 	}
-	if named {
-		from = d.sender()
-	}
-	return n, int(d.msg.Controllen), from, nil
+	return n, int(d.msg.Controllen), d.sender(), nil
 }
 
 // recvRaw is one recvmsg of fd, d's socket, without the sender's address,
@@ -225,5 +222,5 @@ func datagramSender(c *net.UDPConn, to netip.AddrPort) func(run [][]byte, oob []
 // datagram's sender.
 func datagramReceiver(c *net.UDPConn) func(b, oob []byte) (n, oobn int, from netip.AddrPort, err error) {
 	d := newDatagramCalls(c)
-	return func(b, oob []byte) (int, int, netip.AddrPort, error) { return d.recv(b, oob, true) }
+	return d.recv
 }
