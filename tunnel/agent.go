@@ -124,6 +124,7 @@ type Agent struct {
 	admit    *admissionGate  // what refused keys may make the agent record and log (admission.go)
 	dials    *rateBuckets    // the dial events each key may have written (auditdial.go)
 	updates  updates         // plug update --agent in progress (agentupdate.go)
+	lanes    sync.Map        // lane token → the *devConn it names (lanes.go)
 
 	mu      sync.Mutex
 	stop    context.CancelFunc // ends Serve

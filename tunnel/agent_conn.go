@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,26 @@ type devConn struct {
 	unsaid  []string     // lines for a session not opened yet
 
 	stripes *stripeTable // its striped connections (stripe.go)
+
+	// Lanes (lanes.go): a connection carries a run and may have lanes, or
+	// is a lane of another connection, and then carries nothing else.
+	role      atomic.Int32 // roleAny until it does either
+	lanes     *laneSet     // its lanes and its flows that use them
+	laneToken string       // names it to its lanes; set with the welcome
+	laneOf    *devConn     // the connection this one is a lane of; set under mu
+}
+
+// A connection's role, once it has one: it carries a run (or an OpenSSH
+// client's forwards and sessions), or it is a lane.
+const (
+	roleAny int32 = iota
+	roleRun
+	roleLane
+)
+
+// claim gives the connection role, unless it has the other.
+func (dc *devConn) claim(role int32) bool {
+	return dc.role.CompareAndSwap(roleAny, role) || dc.role.Load() == role
 }
 
 // closeAfterEndedWait is how long a client told its run ended has to close
@@ -74,6 +95,8 @@ func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel
 	dc.stripes = stripeTableOf(conn, true)
 	dc.stripes.take = func() error { return a.usage.take(dc.fingerprint, useChannel) }
 	dc.stripes.give = func() { a.usage.give(dc.fingerprint, useChannel) }
+	dc.lanes = newLaneSet(true)
+	dc.lanes.take, dc.lanes.give = dc.stripes.take, dc.stripes.give
 	go keepAlive(conn, a.KeepAlive, dc.gone, dc.stripes.sawRTT)
 	go dc.tellEvents()
 	requestsDone := make(chan struct{})
@@ -90,6 +113,7 @@ func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel
 	readers.Wait()
 	<-requestsDone
 	close(dc.read)
+	dc.endLanes()
 	if r := dc.currentRun(); r != nil {
 		a.detach(dc, r)
 	}
@@ -98,10 +122,19 @@ func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel
 func (dc *devConn) handleRequests(reqs <-chan *ssh.Request) {
 	for req := range reqs {
 		switch req.Type {
-		case "tcpip-forward", filteredForwardRequest, datagramForwardRequest:
-			dc.forward(req)
-		case "cancel-tcpip-forward", cancelDatagramForward:
-			dc.cancelForward(req)
+		case "tcpip-forward", filteredForwardRequest, datagramForwardRequest,
+			"cancel-tcpip-forward", cancelDatagramForward:
+			if !dc.claim(roleRun) {
+				req.Reply(false, nil)
+				continue
+			}
+			if strings.HasPrefix(req.Type, "cancel-") {
+				dc.cancelForward(req)
+			} else {
+				dc.forward(req)
+			}
+		case laneRequest:
+			dc.becomeLane(req)
 		default:
 			if req.WantReply {
 				req.Reply(req.Type == keepAliveRequest, nil)
@@ -112,10 +145,18 @@ func (dc *devConn) handleRequests(reqs <-chan *ssh.Request) {
 
 func (dc *devConn) handleChannels(chans <-chan ssh.NewChannel, readers *sync.WaitGroup) {
 	for nc := range chans {
+		if nc.ChannelType() == laneJoinType {
+			dc.joinFlow(nc)
+			continue
+		}
+		if !dc.claim(roleRun) {
+			nc.Reject(ssh.Prohibited, "this connection is a lane: it carries the datagrams of its run's flows only")
+			continue
+		}
 		switch nc.ChannelType() {
 		case controlChannelType:
 			dc.openControl(nc, readers)
-		case datagramChannelType:
+		case datagramChannelType, datagramLanedType:
 			go dc.datagrams(nc)
 		case "direct-tcpip", stripeDirectType:
 			go dc.direct(nc)
@@ -295,6 +336,11 @@ func (dc *devConn) openRun(h helloMsg, atOpen bool) bool {
 		return false
 	}
 	dc.run = r
+	lanes := dc.lanes.agree(h.Lanes)
+	if lanes > 0 {
+		dc.laneToken = newRunID("")
+		dc.a.lanes.Store(dc.laneToken, dc)
+	}
 	dc.sendControl(welcomeMsg{
 		Version:        Version,
 		Agent:          dc.a.ID,
@@ -304,6 +350,8 @@ func (dc *devConn) openRun(h helloMsg, atOpen bool) bool {
 		Datagrams:      true,
 		Filters:        true,
 		Stripes:        dc.stripes.agree(h.Stripes),
+		Lanes:          lanes,
+		LaneToken:      dc.laneToken,
 		UDPServe:       true,
 		HelloAtOpen:    atOpen,
 		NamesWhenAsked: h.NamesWhenAsked,

@@ -155,25 +155,36 @@ func (dc *devConn) forwardCaller(b *binding, c net.Conn) bool {
 // agent dials the address in the cluster, within its dial policy
 // (dialpolicy.go), and joins the two.
 func (dc *devConn) direct(nc ssh.NewChannel) {
-	dc.dialChannel(nc, "tcp", func(ch ssh.Channel, target net.Conn) {
-		pipe(ch, dc.guardStalls(target, target.RemoteAddr().String(), false))
+	dc.dialChannel(nc, "tcp", func(nc ssh.NewChannel, target net.Conn, id uint32, striped bool) {
+		if striped {
+			dc.stripes.carryFirst(nc, id, dc.guardStalls(target, target.RemoteAddr().String(), true))
+			return
+		}
+		if ch, ok := acceptFor(nc, target); ok {
+			pipe(ch, dc.guardStalls(target, target.RemoteAddr().String(), false))
+		}
 	})
 }
 
 // dialChannel answers a channel that asks the agent to dial a name in the
 // cluster over network ("tcp" or "udp"; its payload is direct-tcpip's, or
-// a stripeOpen with it for a stripeDirectType channel), counted as one of
-// the key's channels until it returns: it dials, within the agent's dial
-// policy, accepts the channel and carries the two (with carry, or as a
-// striped connection), or rejects the channel saying why.
-func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh.Channel, net.Conn)) {
+// a stripeOpen with it for a stripeDirectType or datagramLanedType
+// channel), counted as one of the key's channels until it returns: it
+// dials, within the agent's dial policy, and has carry accept the channel
+// and carry the two, with the stripeOpen's id if there is one (withID), or
+// rejects the channel saying why.
+func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(nc ssh.NewChannel, target net.Conn, id uint32, withID bool)) {
 	var m directChannel
-	id, striped, ok := openPayload(nc, stripeDirectType, &m)
+	idType, agreed, refusal := stripeDirectType, dc.stripes.striping(), "this connection said at hello that it does not stripe"
+	if network == "udp" {
+		idType, agreed, refusal = datagramLanedType, dc.lanes.on(), "this connection said at hello that it takes no lanes"
+	}
+	id, withID, ok := openPayload(nc, idType, &m)
 	if !ok {
 		return
 	}
-	if striped && !dc.stripes.striping() {
-		nc.Reject(ssh.Prohibited, "this connection said at hello that it does not stripe")
+	if withID && !agreed {
+		nc.Reject(ssh.Prohibited, refusal)
 		return
 	}
 	if why := dc.a.refusal(); why != "" {
@@ -210,13 +221,7 @@ func (dc *devConn) dialChannel(nc ssh.NewChannel, network string, carry func(ssh
 		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("cannot reach %s in the cluster: %v", addr, err))
 		return
 	}
-	if striped {
-		dc.stripes.carryFirst(nc, id, dc.guardStalls(target, target.RemoteAddr().String(), true))
-		return
-	}
-	if ch, ok := acceptFor(nc, target); ok {
-		carry(ch, target)
-	}
+	carry(nc, target, id, withID)
 }
 
 // acceptFor accepts nc to carry the data of conn; the channel takes no

@@ -58,22 +58,35 @@ func (a *Agent) answerFlow(b *binding, f net.Conn) {
 
 // forwardFlow carries flow f of b's UDP port to the client, on a
 // forwarded-datagram channel naming the name and port the client asked
-// for and the sender, until the flow ends. False, leaving f open, when the
-// client refuses the channel or the connection fails.
+// for and the sender (a forwardedLanedType one, with the flow's id, when
+// the connection takes lanes), until the flow ends. False, leaving f open,
+// when the client refuses the channel or the connection fails.
 func (dc *devConn) forwardFlow(b *binding, f net.Conn) bool {
 	from := f.RemoteAddr().(*net.UDPAddr)
-	ch, reqs, err := openChannel(dc.conn, forwardedDatagramType, ssh.Marshal(forwardedChannel{
+	typ, payload := forwardedDatagramType, ssh.Marshal(forwardedChannel{
 		Addr:       b.Name,
 		Port:       uint32(b.Port),
 		Origin:     from.IP.String(),
 		OriginPort: uint32(from.Port),
-	}))
+	})
+	r := newDatagramRelay(f)
+	var id uint32
+	if dc.lanes.on() {
+		id = dc.lanes.add(r)
+		defer dc.lanes.remove(id)
+		typ, payload = forwardedLanedType, ssh.Marshal(stripeOpen{ID: id, Rest: payload})
+	}
+	ch, reqs, err := openChannel(dc.conn, typ, payload)
 	if err != nil {
 		return false
 	}
 	go ssh.DiscardRequests(reqs)
 	dc.a.routed(b, routeRun, "")
-	if err := relayDatagrams(ch, f); err != nil {
+	r.carry(ch, true, nil)
+	if typ == forwardedLanedType {
+		dc.lanes.spread(id)
+	}
+	if err := r.wait(); err != nil {
 		dc.logf("closed a UDP flow to %s:%d/udp served by %s (%s): %v", b.Name, b.Port, dc.user, dc.fingerprint, err)
 	}
 	return true

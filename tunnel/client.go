@@ -296,7 +296,7 @@ func (s *Session) requestAgain(ctx context.Context, f *forward) (Served, error) 
 // While the session is reconnecting, Dial waits for it, within ctx.
 // The connection does not support deadlines.
 func (s *Session) Dial(ctx context.Context, address string) (net.Conn, error) {
-	conn, _, err := s.open(ctx, "direct-tcpip", address, nil)
+	conn, _, err := s.open(ctx, "direct-tcpip", address, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -307,8 +307,10 @@ func (s *Session) Dial(ctx context.Context, address string) (net.Conn, error) {
 // agent, waiting for a reconnecting session within ctx. Given local, the
 // connection a direct-tcpip channel is to carry, and a connection that
 // stripes, it opens the first channel of a striped connection for local
-// instead, and returns that too.
-func (s *Session) open(ctx context.Context, chanType, address string, local io.ReadWriteCloser) (*channelConn, *stripe, error) {
+// instead, and returns that too. Given flow, the relay of a datagram
+// channel's flow, and a connection that takes lanes, it opens the flow
+// with an id (lanes.go), which the channelConn returned names.
+func (s *Session) open(ctx context.Context, chanType, address string, local io.ReadWriteCloser, flow *datagramRelay) (*channelConn, *stripe, error) {
 	host, portText, err := net.SplitHostPort(address)
 	port, perr := strconv.Atoi(portText)
 	if err != nil || perr != nil || host == "" || CheckPort(port) != nil {
@@ -322,13 +324,22 @@ func (s *Session) open(ctx context.Context, chanType, address string, local io.R
 		if chanType == datagramChannelType && !cc.welcome.Datagrams {
 			return nil, nil, &DialError{Address: address, Reason: fmt.Sprintf("the agent (plug %s) does not carry UDP; update the agent", printable(cc.welcome.Version))}
 		}
-		typ, st := chanType, (*stripe)(nil)
-		if local != nil && cc.stripes.striping() {
+		typ, st, id := chanType, (*stripe)(nil), uint32(0)
+		switch {
+		case local != nil && cc.stripes.striping():
 			typ, st = stripeDirectType, cc.stripes.newStripe(local)
+			id = st.id
+		case flow != nil && cc.lanes.on():
+			typ, id = datagramLanedType, cc.lanes.add(flow)
 		}
-		conn, err := cc.dial(ctx, typ, host, port, st)
-		if err != nil && st != nil {
+		conn, err := cc.dial(ctx, typ, host, port, id)
+		switch {
+		case err != nil && st != nil:
 			st.drop()
+		case err != nil && typ == datagramLanedType:
+			cc.lanes.remove(id)
+		case err == nil && typ == datagramLanedType:
+			conn.cc, conn.flow = cc, id
 		}
 		if !errors.Is(err, errConnLost) {
 			return conn, st, err

@@ -39,7 +39,7 @@ func (s *Session) askNamesOn(cc *clientConn) {
 // sees fit.
 func (s *Session) Carry(ctx context.Context, c net.Conn, address string) error {
 	local := rawIO(c)
-	remote, st, err := s.open(ctx, "direct-tcpip", address, local)
+	remote, st, err := s.open(ctx, "direct-tcpip", address, local, nil)
 	if err != nil {
 		return err
 	}

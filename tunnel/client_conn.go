@@ -24,6 +24,12 @@ type clientConn struct {
 	control *controlConn
 	welcome welcomeMsg
 	stripes *stripeTable // its striped connections (stripe.go)
+	lanes   *laneSet     // its lanes, and its flows that use them (lanes.go)
+	laning  sync.Once    // the lanes are being opened
+	// measured is closed once a round trip of the connection is measured
+	// (its first keepalive's answer).
+	measured     chan struct{}
+	measuredOnce sync.Once
 
 	gone       chan struct{} // closed once the connection is closed and its control messages read
 	readerDone chan struct{}
@@ -86,6 +92,8 @@ func (s *Session) dialAsking(ctx context.Context, asks []*forward) (*clientConn,
 		waiters:       map[string]chan serveOutcome{},
 		volumeWaiters: map[string]chan volumeReadyMsg{},
 		stripes:       stripeTableOf(conn, false),
+		lanes:         newLaneSet(false),
+		measured:      make(chan struct{}),
 	}
 	go cc.acceptChannels(chans)
 	go answerRequests(reqs)
@@ -99,6 +107,9 @@ func (s *Session) dialAsking(ctx context.Context, asks []*forward) (*clientConn,
 		return nil, err
 	}
 	cc.stripes.agree(cc.welcome.Stripes)
+	if cc.welcome.LaneToken != "" {
+		cc.lanes.agree(cc.welcome.Lanes)
+	}
 	if err := s.checkVersions(cc.welcome.Version); err != nil {
 		cc.control.send(goodbyeMsg{})
 		conn.Close()
@@ -110,10 +121,14 @@ func (s *Session) dialAsking(ctx context.Context, asks []*forward) (*clientConn,
 	go cc.readControl()
 	go func() {
 		conn.Wait()
+		cc.lanes.close()
 		<-cc.readerDone
 		close(cc.gone)
 	}()
-	go keepAlive(conn, cfg.KeepAlive, cc.gone, cc.stripes.sawRTT)
+	go keepAlive(conn, cfg.KeepAlive, cc.gone, func(d time.Duration) {
+		cc.stripes.sawRTT(d)
+		cc.measuredOnce.Do(func() { close(cc.measured) })
+	})
 	return cc, nil
 }
 
@@ -225,7 +240,7 @@ func (cc *clientConn) hello(asks []*forward) (welcome welcomeMsg, err error) {
 	if run.Serves {
 		kind = kindServes
 	}
-	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Deltas: true, Forms: true,
+	h := helloMsg{Run: run.ID, Version: run.Version, Kind: kind, OS: runtime.GOOS, Arch: runtime.GOARCH, Comment: run.Comment, Container: run.Container, Stripes: maxStripes, Lanes: maxLanes, Deltas: true, Forms: true,
 		NamesWhenAsked: cc.s.cfg.NamesWhenAsked && !cc.s.namesAsked.Load()}
 	for _, f := range asks {
 		a := askedServe{Name: f.name, Port: f.port, UDP: f.udp}
@@ -454,11 +469,11 @@ func (cc *clientConn) cancelForward(f *forward) {
 // dial opens a channel of chanType (direct-tcpip, datagramChannelType, or
 // stripeDirectType as the first channel of st) to host:port through the
 // agent.
-func (cc *clientConn) dial(ctx context.Context, chanType, host string, port int, st *stripe) (*channelConn, error) {
+func (cc *clientConn) dial(ctx context.Context, chanType, host string, port int, id uint32) (*channelConn, error) {
 	address := net.JoinHostPort(host, fmt.Sprint(port))
 	payload := ssh.Marshal(directChannel{Host: host, Port: uint32(port), Origin: "127.0.0.1"})
-	if st != nil {
-		payload = ssh.Marshal(stripeOpen{ID: st.id, Rest: payload})
+	if id != 0 {
+		payload = ssh.Marshal(stripeOpen{ID: id, Rest: payload})
 	}
 	type opened struct {
 		ch  ssh.Channel
@@ -540,8 +555,8 @@ func (cc *clientConn) acceptChannels(chans <-chan ssh.NewChannel) {
 		take := func(nc ssh.NewChannel) { cc.s.forwarded(nc, cc.stripes) }
 		switch nc.ChannelType() {
 		case "forwarded-tcpip", stripeForwardedType:
-		case forwardedDatagramType:
-			take = cc.s.forwardedDatagrams
+		case forwardedDatagramType, forwardedLanedType:
+			take = func(nc ssh.NewChannel) { cc.s.forwardedDatagrams(nc, cc) }
 		case stripeJoinType:
 			go cc.stripes.join(nc)
 			continue
@@ -603,6 +618,8 @@ var _ net.Conn = (*channelConn)(nil)
 type channelConn struct {
 	ssh.Channel
 	remote net.Addr
+	cc     *clientConn // the connection of a flow opened with an id (lanes.go)
+	flow   uint32      // that id; 0: none
 }
 
 var errNoDeadline = errors.New("connections through the plug agent have no deadlines")

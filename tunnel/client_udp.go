@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -16,22 +17,34 @@ import (
 // carry datagrams (a *DialError), the session ended, ctx ended first —
 // CarryDatagrams returns why and leaves c open.
 func (s *Session) CarryDatagrams(ctx context.Context, c net.Conn, address string) error {
-	remote, _, err := s.open(ctx, datagramChannelType, address, nil)
+	r := newDatagramRelay(c)
+	remote, _, err := s.open(ctx, datagramChannelType, address, nil, r)
 	if err != nil {
 		return err
 	}
-	relayDatagrams(remote.Channel, c)
+	r.carry(remote.Channel, true, nil)
+	if remote.flow != 0 {
+		defer remote.cc.lanes.remove(remote.flow)
+		remote.cc.lanes.spread(remote.flow)
+		remote.cc.startLanes()
+	}
+	r.wait()
 	return nil
 }
 
-// forwardedDatagrams carries a flow of a served UDP port: the datagrams of
-// one sender in the cluster go to the local port from a socket of the
+// forwardedDatagrams carries a flow of a served UDP port, which the agent
+// opened on cc (over its lanes too when it gave the flow an id, lanes.go):
+// the datagrams of one sender in the cluster go to the local port from a socket of the
 // flow's own, and what answers that socket goes back to the sender, until
 // the flow is idle for DatagramIdle or either side ends it.
-func (s *Session) forwardedDatagrams(nc ssh.NewChannel) {
+func (s *Session) forwardedDatagrams(nc ssh.NewChannel, cc *clientConn) {
 	var m forwardedChannel
-	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
-		nc.Reject(ssh.ConnectionFailed, "malformed "+forwardedDatagramType+" channel")
+	id, laned, ok := openPayload(nc, forwardedLanedType, &m)
+	if !ok {
+		return
+	}
+	if laned && !cc.lanes.on() {
+		nc.Reject(ssh.Prohibited, "this run said at hello that it takes no lanes")
 		return
 	}
 	f := s.lookupForward(m.Addr, int(m.Port), true)
@@ -44,7 +57,77 @@ func (s *Session) forwardedDatagrams(nc ssh.NewChannel) {
 		nc.Reject(ssh.ConnectionFailed, "cannot send to "+f.local+"/udp on the developer's machine")
 		return
 	}
-	if ch, ok := acceptFor(nc, local); ok {
-		relayDatagrams(ch, local)
+	cc.lanes.relayAccepted(nc, newDatagramRelay(local), id, laned, cc.startLanes)
+}
+
+// startLanes opens the connection's lanes (lanes.go) in the background,
+// once, if the agent takes them and the connection's round trip, once
+// measured, is laneRTT or longer.
+func (cc *clientConn) startLanes() {
+	if cc.lanes.on() {
+		cc.laning.Do(func() { go cc.openLanes() })
 	}
+}
+
+// openLanes opens lanes one after the other, as many as agreed, each an
+// SSH connection made as the run's own is, until one cannot be made: the
+// flows go on over those there are.
+func (cc *clientConn) openLanes() {
+	select {
+	case <-cc.measured:
+	case <-cc.gone:
+		return
+	}
+	if time.Duration(cc.stripes.minRTT.Load()) < laneRTT {
+		return
+	}
+	for range min(cc.welcome.Lanes, maxLanes) {
+		if cc.isGone() || cc.openLane() != nil {
+			return
+		}
+	}
+}
+
+// openLane makes one lane: it connects, asks to be a lane of cc's
+// connection, and takes the lane channels of its flows.
+func (cc *clientConn) openLane() error {
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx)
+	if err != nil {
+		return err
+	}
+	if !abort() {
+		conn.Close()
+		return context.DeadlineExceeded
+	}
+	ok, _, err := conn.SendRequest(laneRequest, true, ssh.Marshal(laneMsg{Token: cc.welcome.LaneToken}))
+	if err == nil && !ok {
+		err = errNoLane
+	}
+	if err == nil {
+		err = cc.lanes.addLane(conn)
+	}
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	go answerRequests(reqs)
+	gone := make(chan struct{})
+	go keepAlive(conn, cc.s.cfg.KeepAlive, gone, func(time.Duration) {})
+	go func() {
+		for nc := range chans {
+			if nc.ChannelType() != laneJoinType {
+				nc.Reject(ssh.UnknownChannelType, "a lane takes no "+nc.ChannelType()+" channels")
+				continue
+			}
+			go cc.lanes.join(nc)
+		}
+	}()
+	go func() {
+		conn.Wait()
+		close(gone)
+		cc.lanes.dropLane(conn)
+	}()
+	return nil
 }

@@ -70,6 +70,9 @@ type helloMsg struct {
 	// Stripes is the most channels the CLI carries one connection over
 	// (stripe.go); older CLIs send none and are not striped.
 	Stripes int `json:"stripes,omitempty"`
+	// Lanes is the most lanes the CLI opens for the connection's UDP
+	// flows (lanes.go); older CLIs send none and open none.
+	Lanes int `json:"lanes,omitempty"`
 	// Deltas says the CLI takes catalog messages with Delta: after the
 	// first catalog, the agent sends only what changed. Older CLIs send
 	// none and are sent the whole catalog at each change.
@@ -119,6 +122,11 @@ type welcomeMsg struct {
 	// Stripes is the most channels the agent carries one connection over,
 	// the smaller of its own and the hello's (stripe.go); 0: none.
 	Stripes int `json:"stripes,omitempty"`
+	// Lanes is the most lanes the connection may have, the smaller of the
+	// agent's and the hello's (lanes.go), and LaneToken the token a lane
+	// names it by; 0 and "": none.
+	Lanes     int    `json:"lanes,omitempty"`
+	LaneToken string `json:"laneToken,omitempty"`
 	// UDPServe says the agent takes datagram-forward requests (udp.go):
 	// a run may serve a name's UDP port, if the platform can.
 	UDPServe bool `json:"udpServe,omitempty"`

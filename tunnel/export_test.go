@@ -58,3 +58,21 @@ func (d *DatagramRuns) Echo() error {
 		d.w.writeFrames(frames)
 	}
 }
+
+// The lanes' request and channel type (lanes.go), for the tests that ask
+// for a lane as a peer would.
+const (
+	LaneRequest  = laneRequest
+	LaneJoinType = laneJoinType
+)
+
+// LaneToken is the token the agent gave the session's connection for its
+// lanes; "" when it gave none.
+func (s *Session) LaneToken() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return ""
+	}
+	return s.cur.welcome.LaneToken
+}

@@ -222,44 +222,129 @@ func wholeFrames(b []byte) (int, error) {
 // Write one datagram, each Read one), and conn's datagrams back, batched
 // both ways: the frames that one read of ch brought are sent together
 // (frameStream, frameWriter), those conn's reads find waiting cross in one
-// write of ch (batchBytes). It does so until ch ends, a frame is malformed (the error returned),
-// or nothing has crossed either way for DatagramIdle. Both are closed when
-// it returns.
+// write of ch (batchBytes). It does so until ch ends, a frame is malformed
+// (the error returned), or nothing has crossed either way for
+// DatagramIdle. Both are closed when it returns.
 func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
+	r := newDatagramRelay(conn)
+	r.carry(ch, true, nil)
+	return r.wait()
+}
+
+// datagramRelay carries one flow between conn, a datagram socket, and
+// one or more channels of frames: its first channel, whose end ends the
+// flow, and the lanes' channels that join it (lanes.go). Each channel
+// has its own pair of pumps: what a channel brings is sent to conn as it
+// comes, and each channel's pump reads conn in turn while its channel
+// takes writes, so a channel whose connection is held up (TCP repairing
+// a lost segment) holds only what it already carries: the next
+// datagrams leave on the others. Datagrams of one flow may so arrive in
+// another order than sent, as UDP allows.
+type datagramRelay struct {
+	conn    net.Conn
+	turn    chan struct{} // held by the pump reading conn; the others wait in line for it
+	last    atomic.Int64  // unix nanoseconds of the latest datagram, either way
+	stopped chan struct{}
+	pumps   sync.WaitGroup
+
+	mu    sync.Mutex
+	chans []ssh.Channel
+	ended bool
+	bad   error // why it ended, when a frame was malformed
+}
+
+func newDatagramRelay(conn net.Conn) *datagramRelay {
 	bufferDatagrams(conn)
-	var last atomic.Int64 // unix nanoseconds of the latest datagram
-	last.Store(time.Now().UnixNano())
-	var once sync.Once
-	var bad error
-	stop := func(err error) {
-		once.Do(func() {
-			bad = err
-			ch.Close()
-			conn.Close()
-		})
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pumpDatagrams(conn, &last, batchBytes, func(frames []byte) error { _, err := ch.Write(frames); return err })
-		stop(nil)
-	}()
-	s := newFrameStream(ch)
-	w := framesTo(conn)
-	for {
-		frames, err := s.next()
-		if err != nil {
-			if errors.Is(err, errMalformedDatagram) {
-				stop(err)
-			}
-			stop(nil)
-			break
+	r := &datagramRelay{conn: conn, turn: make(chan struct{}, 1), stopped: make(chan struct{})}
+	r.turn <- struct{}{}
+	r.last.Store(time.Now().UnixNano())
+	return r
+}
+
+// carry adds ch to the channels of the flow: first, whose end ends the
+// flow, or a lane's, whose end ends only its own part. gone, if not nil,
+// is called once ch is done with. False, and ch closed, if the flow has
+// ended.
+func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		ch.Close()
+		if gone != nil {
+			gone()
 		}
-		last.Store(time.Now().UnixNano())
-		w.writeFrames(frames) // a datagram the socket refuses is lost, as UDP's may be
+		return false
 	}
-	<-done
-	return bad
+	r.chans = append(r.chans, ch)
+	r.pumps.Add(2)
+	r.mu.Unlock()
+	var left atomic.Int32
+	left.Store(2)
+	done := func(err error, channelFailed bool) {
+		switch {
+		case err != nil:
+			r.stop(err)
+		case first || !channelFailed:
+			r.stop(nil)
+		default:
+			ch.Close()
+		}
+		if left.Add(-1) == 0 && gone != nil {
+			gone()
+		}
+		r.pumps.Done()
+	}
+	go func() {
+		failed := false
+		pumpDatagrams(r.conn, &r.last, r.turn, batchBytes, func(frames []byte) error {
+			_, err := ch.Write(frames)
+			failed = err != nil
+			return err
+		})
+		done(nil, failed)
+	}()
+	go func() {
+		s := newFrameStream(ch)
+		w := framesTo(r.conn)
+		for {
+			frames, err := s.next()
+			if err != nil {
+				if errors.Is(err, errMalformedDatagram) {
+					done(err, true)
+				} else {
+					done(nil, true)
+				}
+				return
+			}
+			r.last.Store(time.Now().UnixNano())
+			w.writeFrames(frames) // a datagram the socket refuses is lost, as UDP's may be
+		}
+	}()
+	return true
+}
+
+// stop ends the flow: every channel and conn are closed; err, if not nil,
+// is what wait returns.
+func (r *datagramRelay) stop(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return
+	}
+	r.ended, r.bad = true, err
+	for _, ch := range r.chans {
+		ch.Close()
+	}
+	r.conn.Close()
+	close(r.stopped)
+}
+
+// wait waits until the flow has ended and its pumps are done, and says
+// why, when a frame was malformed.
+func (r *datagramRelay) wait() error {
+	<-r.stopped
+	r.pumps.Wait()
+	return r.bad
 }
 
 // PairDatagrams carries the datagrams of a to b and those of b to a, both
@@ -273,11 +358,11 @@ func PairDatagrams(a, b net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pumpDatagrams(a, &last, batchBytes, framesTo(b).writeFrames)
+		pumpDatagrams(a, &last, nil, batchBytes, framesTo(b).writeFrames)
 		b.Close()
 		a.Close()
 	}()
-	pumpDatagrams(b, &last, batchBytes, framesTo(a).writeFrames)
+	pumpDatagrams(b, &last, nil, batchBytes, framesTo(a).writeFrames)
 	a.Close()
 	b.Close()
 	<-done
@@ -285,16 +370,27 @@ func PairDatagrams(a, b net.Conn) {
 
 // pumpDatagrams reads the datagrams of conn as frames and hands them to
 // write, as many at once as have arrived up to limit bytes (frameReader),
-// until conn or write fails, or nothing has crossed
-// either way for DatagramIdle: last is when the latest datagram crossed,
-// which pumpDatagrams sets and whoever carries the other way sets too. An
-// ICMP port unreachable, which loses a datagram, ends nothing.
-func pumpDatagrams(conn net.Conn, last *atomic.Int64, limit int, write func(frames []byte) error) {
+// until conn or write fails, or nothing has crossed either way for
+// DatagramIdle: last is when the latest datagram crossed, which
+// pumpDatagrams sets and whoever carries the other way sets too. An ICMP
+// port unreachable, which loses a datagram, ends nothing. Given turn, the
+// pumps of one conn read it in turn: each reads only while it holds the
+// one token, which it passes on before it writes, to the pump that has
+// waited longest (a channel hands a value to its first waiting receiver),
+// so that the pump whose write is held up does not read again until the
+// others have.
+func pumpDatagrams(conn net.Conn, last *atomic.Int64, turn chan struct{}, limit int, write func(frames []byte) error) {
 	fr := framesOf(conn)
 	var buf []byte // grows to the bursts conn has
 	for {
+		if turn != nil {
+			<-turn
+		}
 		conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
 		frames, err := fr.readFrames(buf[:0], limit)
+		if turn != nil {
+			turn <- struct{}{}
+		}
 		buf = frames
 		var ne net.Error
 		switch {

@@ -2,6 +2,8 @@ package tunneltest
 
 import (
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -11,12 +13,33 @@ import (
 // 2×oneWay, without loss, for counting the round trips of an exchange. The
 // TCP handshake to it is not delayed. It stops when the test ends.
 func NewDelayLine(t testing.TB, target string, oneWay time.Duration) string {
+	return NewLine(t, target, oneWay).Addr
+}
+
+// A Line is a delay line (NewDelayLine) that counts the connections it
+// passed and can hold one up, as a TCP connection repairing a lost
+// segment holds what is behind it.
+type Line struct {
+	Addr string // where it listens
+
+	mu    sync.Mutex
+	conns []*lineConn
+}
+
+// lineConn is one connection of a Line.
+type lineConn struct {
+	gate atomic.Pointer[chan struct{}] // while set, nothing is passed until it closes
+}
+
+// NewLine starts a Line to target: see NewDelayLine.
+func NewLine(t testing.TB, target string, oneWay time.Duration) *Line {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	line := &Line{Addr: l.Addr().String()}
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -29,16 +52,42 @@ func NewDelayLine(t testing.TB, target string, oneWay time.Duration) string {
 				continue
 			}
 			t.Cleanup(func() { c.Close(); up.Close() })
-			go delay(up, c, oneWay)
-			go delay(c, up, oneWay)
+			lc := &lineConn{}
+			line.mu.Lock()
+			line.conns = append(line.conns, lc)
+			line.mu.Unlock()
+			go lc.delay(up, c, oneWay)
+			go lc.delay(c, up, oneWay)
 		}
 	}()
-	return l.Addr().String()
+	return line
+}
+
+// Conns is how many connections the line has passed.
+func (l *Line) Conns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// Hold stops passing the bytes of connection i (0: the first the line
+// passed), both ways, until the function it returns is called: they wait
+// in the line, as behind a lost segment.
+func (l *Line) Hold(i int) (release func()) {
+	l.mu.Lock()
+	c := l.conns[i]
+	l.mu.Unlock()
+	gate := make(chan struct{})
+	c.gate.Store(&gate)
+	return func() {
+		c.gate.Store(nil)
+		close(gate)
+	}
 }
 
 // delay passes what src sends to dst, each read oneWay after it came, and
 // closes dst once src has ended and all of it is passed.
-func delay(dst, src net.Conn, oneWay time.Duration) {
+func (lc *lineConn) delay(dst, src net.Conn, oneWay time.Duration) {
 	type chunk struct {
 		due  time.Time
 		data []byte
@@ -51,6 +100,9 @@ func delay(dst, src net.Conn, oneWay time.Duration) {
 		for c := range line {
 			timer.Reset(time.Until(c.due))
 			<-timer.C
+			if gate := lc.gate.Load(); gate != nil {
+				<-*gate
+			}
 			if _, err := dst.Write(c.data); err != nil {
 				src.Close()
 				return

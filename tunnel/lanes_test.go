@@ -1,0 +1,204 @@
+package tunnel_test
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"plug/tunnel"
+	"plug/tunnel/tunneltest"
+)
+
+// laneOneWay is the delay each way of the line the lane tests run a
+// session through: a 20 ms round trip, over which the CLI opens lanes.
+const laneOneWay = 10 * time.Millisecond
+
+// waitLanes waits until line has passed the run's connection and its 3
+// lanes.
+func waitLanes(t *testing.T, line *tunneltest.Line) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); line.Conns() < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run made %d connections through a 20 ms round trip, want its own and 3 lanes", line.Conns())
+		}
+	}
+}
+
+// echoedWhileHeld holds the run's own connection (the line's first) and
+// sends n numbered datagrams on c, one every 2 ms, to an echo through the
+// run; it returns how many came back while the connection was held (until
+// 300 ms after the last was sent), then releases it and reads the rest,
+// and reports whether all n came back.
+func echoedWhileHeld(t *testing.T, line *tunneltest.Line, c net.Conn, n int) (whileHeld int, all bool) {
+	t.Helper()
+	drain(c)
+	release := line.Hold(0)
+	seen := map[uint32]bool{}
+	read := func(until time.Time) {
+		buf := make([]byte, 2048)
+		for {
+			c.SetReadDeadline(until)
+			m, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if m == 64 {
+				seen[binary.BigEndian.Uint32(buf)] = true
+			}
+		}
+	}
+	msg := make([]byte, 64)
+	for i := range n {
+		binary.BigEndian.PutUint32(msg, uint32(i))
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		read(time.Now().Add(2 * time.Millisecond))
+	}
+	read(time.Now().Add(300 * time.Millisecond))
+	whileHeld = len(seen)
+	release()
+	for deadline := time.Now().Add(5 * time.Second); len(seen) < n && time.Now().Before(deadline); {
+		read(time.Now().Add(100 * time.Millisecond))
+	}
+	return whileHeld, len(seen) == n
+}
+
+// drain reads what waits on c.
+func drain(c net.Conn) {
+	buf := make([]byte, 2048)
+	for {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// expectLanesCarry sends datagrams through c while the run's own
+// connection is held, until some come back through the lanes: at least a
+// quarter of 40 (on the run's connection alone none would, until it is
+// released); and every one once it is released.
+func expectLanesCarry(t *testing.T, line *tunneltest.Line, c net.Conn) {
+	t.Helper()
+	const n = 40
+	best := 0
+	for try := 0; try < 5; try++ { // the lanes' channels may still be joining the flow
+		held, all := echoedWhileHeld(t, line, c, n)
+		if !all {
+			t.Fatalf("only some of %d datagrams came back once the run's connection was released", n)
+		}
+		best = max(best, held)
+		if held >= n/4 {
+			t.Logf("%d of %d came back while the run's own connection was held", held, n)
+			return
+		}
+	}
+	t.Fatalf("while the run's own connection was held, at most %d of %d datagrams came back through its lanes, want %d or more", best, n, n/4)
+}
+
+// TestAConsumedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld: over a
+// 20 ms round trip, a run that carries a UDP flow opens 3 lanes, and while
+// its own connection is held up (as TCP holds what is behind a lost
+// segment) the flow's datagrams still cross on them.
+func TestAConsumedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld(t *testing.T) {
+	p := tunneltest.NewPlatform()
+	p.AddWorkload("echo:7", udpEchoServer(t, ""))
+	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
+	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	line := tunneltest.NewLine(t, addr, laneOneWay)
+	signer, _ := newKey(t)
+	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{})
+	c := localFlows(t, s, "echo:7")
+	if _, err := c.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	waitLanes(t, line)
+	expectLanesCarry(t, line, c)
+}
+
+// TestAServedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld is the same
+// for a flow the agent opens: a pod's datagrams to a UDP name the run
+// serves.
+func TestAServedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld(t *testing.T) {
+	p := tunneltest.NewPlatform()
+	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	line := tunneltest.NewLine(t, addr, laneOneWay)
+	signer, _ := newKey(t)
+	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{Serves: true})
+	if _, err := s.ServeUDP(context.Background(), "stats", 8125, udpEchoServer(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	c := clusterSender(t, p, "stats:8125")
+	if _, err := c.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	waitLanes(t, line)
+	expectLanesCarry(t, line, c)
+}
+
+// TestOnlyTheRunsOwnKeyMakesALaneAndALaneCarriesNothingElse: the lane
+// token opens no lane for another key, nor a wrong token for the same
+// key; a lane takes no channel but a flow's, and a run's connection takes
+// no lane channel.
+func TestOnlyTheRunsOwnKeyMakesALaneAndALaneCarriesNothingElse(t *testing.T) {
+	p := tunneltest.NewPlatform()
+	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	signer, _ := newKey(t)
+	s, _ := connect(t, addr, hostKey, signer, tunnel.RunInfo{})
+	token := s.LaneToken()
+	if len(token) < 32 {
+		t.Fatalf("lane token %q: want 32 hex digits or more", token)
+	}
+	dial := func(key ssh.Signer) *ssh.Client {
+		c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{User: "dev", Auth: []ssh.AuthMethod{ssh.PublicKeys(key)}, HostKeyCallback: ssh.FixedHostKey(hostKey)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ask := func(c *ssh.Client, token string) bool {
+		ok, _, _ := c.SendRequest(tunnel.LaneRequest, true, ssh.Marshal(struct{ Token string }{token}))
+		return ok
+	}
+	other, _ := newKey(t)
+	if ask(dial(other), token) {
+		t.Error("another key made a lane of the run's connection with its token")
+	}
+	if ask(dial(signer), token+"0") {
+		t.Error("a wrong token made a lane")
+	}
+	lane := dial(signer)
+	if !ask(lane, token) {
+		t.Fatal("the run's own key could not make a lane with its token")
+	}
+	for _, typ := range []string{"direct-tcpip", "session", "datagram@plug", "control@plug"} {
+		if ch, _, err := lane.OpenChannel(typ, nil); err == nil {
+			ch.Close()
+			t.Errorf("a lane took a %s channel", typ)
+		}
+	}
+	if ok, _, _ := lane.SendRequest("tcpip-forward", true, ssh.Marshal(struct {
+		Addr string
+		Port uint32
+	}{"web", 80})); ok {
+		t.Error("a lane took a tcpip-forward request")
+	}
+	if ch, _, err := lane.OpenChannel(tunnel.LaneJoinType, ssh.Marshal(struct{ ID uint32 }{1})); err == nil {
+		ch.Close()
+		t.Error("a lane joined a flow that does not exist")
+	}
+	run := dial(signer)
+	if ch, _, err := run.OpenChannel(tunnel.LaneJoinType, ssh.Marshal(struct{ ID uint32 }{1})); err == nil {
+		ch.Close()
+		t.Error("a connection that is not a lane took a lane channel")
+	}
+	if ask(dial(signer), token) && ask(dial(signer), token) && ask(dial(signer), token) {
+		t.Error("the run's connection took more than 3 lanes")
+	}
+}
