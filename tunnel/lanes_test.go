@@ -202,3 +202,72 @@ func TestOnlyTheRunsOwnKeyMakesALaneAndALaneCarriesNothingElse(t *testing.T) {
 		t.Error("the run's connection took more than 3 lanes")
 	}
 }
+
+// TestALaneThatEndsEndsNothingElse: when lanes' connections end, the
+// flows they carried go on over the run's connection: the same flow, from
+// the same socket of the agent, keeps answering.
+func TestALaneThatEndsEndsNothingElse(t *testing.T) {
+	p := tunneltest.NewPlatform()
+	p.AddWorkload("echo:7", senderEcho(t))
+	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
+	addr, hostKey, _ := tunneltest.StartAgent(t, p)
+	line := tunneltest.NewLine(t, addr, laneOneWay)
+	signer, _ := newKey(t)
+	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{})
+	c := localFlows(t, s, "echo:7")
+	ask := func() string { // a datagram on a lane as it ends may be lost, as on a link that went down: asked again
+		t.Helper()
+		buf := make([]byte, 256)
+		for try := 0; try < 3; try++ {
+			if _, err := c.Write([]byte("who")); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			if n, err := c.Read(buf); err == nil {
+				return string(buf[:n])
+			}
+		}
+		t.Fatal("no answer to 3 datagrams")
+		return ""
+	}
+	before := ask()
+	waitLanes(t, line)
+	expectLanesCarry(t, line, c)
+	if got := ask(); got != before {
+		t.Fatalf("the flow's socket at the agent changed from %s to %s while its lanes joined it", before, got)
+	}
+	for lane := 1; lane <= 3; lane++ {
+		line.Cut(lane)
+	}
+	for i := range 30 {
+		if got := ask(); got != before {
+			t.Fatalf("answer %d after a lane ended: %q, want %q (the flow's socket at the agent)", i, got, before)
+		}
+	}
+}
+
+// senderEcho answers on 127.0.0.1 a datagram "who" with the address it
+// came from and any other with itself, and returns its address.
+func senderEcho(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			answer := buf[:n]
+			if string(answer) == "who" {
+				answer = []byte(from.String())
+			}
+			pc.WriteTo(answer, from)
+		}
+	}()
+	return pc.LocalAddr().String()
+}

@@ -248,6 +248,7 @@ type datagramRelay struct {
 	pumps   sync.WaitGroup
 
 	mu    sync.Mutex
+	first ssh.Channel // the flow's own channel; set before any lane's
 	chans []ssh.Channel
 	ended bool
 	bad   error // why it ended, when a frame was malformed
@@ -275,6 +276,9 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 		}
 		return false
 	}
+	if first {
+		r.first = ch
+	}
 	r.chans = append(r.chans, ch)
 	r.pumps.Add(2)
 	r.mu.Unlock()
@@ -299,6 +303,9 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 		pumpDatagrams(r.conn, &r.last, r.turn, batchBytes, func(frames []byte) error {
 			_, err := ch.Write(frames)
 			failed = err != nil
+			if failed && !first {
+				r.first.Write(frames) // what the lane took when it ended goes on the flow's own channel
+			}
 			return err
 		})
 		done(nil, failed)

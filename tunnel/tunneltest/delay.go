@@ -28,6 +28,7 @@ type Line struct {
 
 // lineConn is one connection of a Line.
 type lineConn struct {
+	ends [2]net.Conn                   // the accepted one and the one to target
 	gate atomic.Pointer[chan struct{}] // while set, nothing is passed until it closes
 }
 
@@ -52,7 +53,7 @@ func NewLine(t testing.TB, target string, oneWay time.Duration) *Line {
 				continue
 			}
 			t.Cleanup(func() { c.Close(); up.Close() })
-			lc := &lineConn{}
+			lc := &lineConn{ends: [2]net.Conn{c, up}}
 			line.mu.Lock()
 			line.conns = append(line.conns, lc)
 			line.mu.Unlock()
@@ -83,6 +84,16 @@ func (l *Line) Hold(i int) (release func()) {
 		c.gate.Store(nil)
 		close(gate)
 	}
+}
+
+// Cut closes connection i (0: the first the line passed) at both ends, as
+// a link that went down would end it.
+func (l *Line) Cut(i int) {
+	l.mu.Lock()
+	c := l.conns[i]
+	l.mu.Unlock()
+	c.ends[0].Close()
+	c.ends[1].Close()
 }
 
 // delay passes what src sends to dst, each read oneWay after it came, and
