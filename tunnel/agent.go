@@ -453,7 +453,7 @@ func (a *Agent) handle(c net.Conn, src netip.Addr) {
 		return
 	}
 	defer a.usage.give(fp, useConn)
-	a.serveDeveloper(conn, chans, reqs)
+	a.serveDeveloper(c, conn, chans, reqs)
 }
 
 // serverConfig lets the user "get" in without authentication and everyone

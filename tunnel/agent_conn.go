@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 type devConn struct {
 	a            *Agent
 	conn         *ssh.ServerConn
+	raw          net.Conn // the connection conn runs on
 	fingerprint  string
 	user         string        // the SSH user name, escaped (PeerText)
 	key          ssh.PublicKey // the key it authenticated with
@@ -74,7 +76,7 @@ const closeAfterEndedWait = goodbyeTimeout + time.Second
 // maxUnsaid bounds the lines kept for a session not opened yet.
 const maxUnsaid = 8
 
-func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+func (a *Agent) serveDeveloper(raw net.Conn, conn *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	key, err := ssh.ParsePublicKey([]byte(conn.Permissions.Extensions[extKey]))
 	if err != nil {
 		conn.Close() // authenticated with a key the agent parsed a moment ago: cannot happen
@@ -84,6 +86,7 @@ func (a *Agent) serveDeveloper(conn *ssh.ServerConn, chans <-chan ssh.NewChannel
 		a:            a,
 		key:          key,
 		conn:         conn,
+		raw:          raw,
 		fingerprint:  conn.Permissions.Extensions[extFingerprint],
 		user:         PeerText(conn.User()),
 		gone:         make(chan struct{}),

@@ -41,6 +41,7 @@ func (dc *devConn) joinLane(payload []byte) error {
 	}
 	dc.laneOf = main
 	dc.mu.Unlock()
+	keepUnsentShort(dc.raw)
 	return main.lanes.addLane(dc.conn)
 }
 

@@ -154,12 +154,15 @@ func (s *Session) checkVersions(agent string) error {
 // closed when ctx ends; abort reports whether that has not happened yet.
 // A connection the agent closed before authentication was over is a
 // *closedError.
-func (s *Session) handshakeOnce(ctx context.Context) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
+func (s *Session) handshakeOnce(ctx context.Context, lane bool) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
 	cfg := s.cfg
 	var d net.Dialer
 	dialled, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, nil, nil, nil, unreachable(cfg.Addr, err)
+	}
+	if lane {
+		keepUnsentShort(dialled)
 	}
 	raw := &headConn{Conn: newBatchConn(dialled)}
 	abort = context.AfterFunc(ctx, func() { raw.Close() })

@@ -93,7 +93,7 @@ func (cc *clientConn) openLanes() {
 func (cc *clientConn) openLane() error {
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx)
+	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx, true)
 	if err != nil {
 		return err
 	}
