@@ -238,8 +238,12 @@ func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 // comes, and each channel's pump reads conn in turn while its channel
 // takes writes, so a channel whose connection is held up (TCP repairing
 // a lost segment) holds only what it already carries: the next
-// datagrams leave on the others. Datagrams of one flow may so arrive in
-// another order than sent, as UDP allows.
+// datagrams leave on the others. While a lane's channel carries the flow,
+// the first channel's pump stands aside: the run's own connection also
+// carries its TCP streams, and keeps what it cannot send yet in a send
+// buffer of megabytes, which a lane does not (lanesock_linux.go).
+// Datagrams of one flow may so arrive in another order than sent, as UDP
+// allows.
 type datagramRelay struct {
 	conn    net.Conn
 	turn    chan struct{} // held by the pump reading conn; the others wait in line for it
@@ -247,12 +251,18 @@ type datagramRelay struct {
 	stopped chan struct{}
 	pumps   sync.WaitGroup
 
-	mu    sync.Mutex
-	first ssh.Channel // the flow's own channel; set before any lane's
-	chans []ssh.Channel
-	ended bool
-	bad   error // why it ended, when a frame was malformed
+	mu        sync.Mutex
+	first     ssh.Channel // the flow's own channel; set before any lane's
+	chans     []ssh.Channel
+	ended     bool
+	bad       error         // why it ended, when a frame was malformed
+	lanes     int           // lanes' pumps running
+	lanesGone chan struct{} // while lanes is over 0: closed when it is 0 again
 }
+
+// widening is a datagram socket whose queue grows with the channels that
+// carry it (a flow of DatagramFlows).
+type widening interface{ carriedBy(channels int) }
 
 func newDatagramRelay(conn net.Conn) *datagramRelay {
 	bufferDatagrams(conn)
@@ -298,9 +308,17 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 		}
 		r.pumps.Done()
 	}
+	if !first {
+		r.laneCame()
+	}
 	go func() {
 		failed := false
-		pumpDatagrams(r.conn, &r.last, r.turn, batchBytes, func(frames []byte) error {
+		aside := r.standAside
+		if !first {
+			aside = nil
+			defer r.laneLeft()
+		}
+		pumpDatagrams(r.conn, &r.last, r.turn, aside, batchBytes, func(frames []byte) error {
 			_, err := ch.Write(frames)
 			failed = err != nil
 			if failed && !first {
@@ -328,6 +346,53 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 		}
 	}()
 	return true
+}
+
+// laneCame counts a lane's pump that starts: the first channel's stands
+// aside until none is left.
+func (r *datagramRelay) laneCame() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lanes == 0 {
+		r.lanesGone = make(chan struct{})
+	}
+	r.lanes++
+	r.widen()
+}
+
+// laneLeft counts a lane's pump that ended.
+func (r *datagramRelay) laneLeft() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lanes--; r.lanes == 0 {
+		close(r.lanesGone)
+		r.lanesGone = nil
+	}
+	r.widen()
+}
+
+// widen tells conn how many channels carry the flow, where its queue grows
+// with them. Called with r.mu held.
+func (r *datagramRelay) widen() {
+	if w, ok := r.conn.(widening); ok {
+		w.carriedBy(1 + r.lanes)
+	}
+}
+
+// standAside is what the first channel's pump waits for before it reads
+// conn again: nil when no lane carries the flow.
+func (r *datagramRelay) standAside() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lanesGone
+}
+
+// waitFor is what aside says to wait for; nil when aside is nil.
+func waitFor(aside func() <-chan struct{}) <-chan struct{} {
+	if aside == nil {
+		return nil
+	}
+	return aside()
 }
 
 // stop ends the flow: every channel and conn are closed; err, if not nil,
@@ -365,11 +430,11 @@ func PairDatagrams(a, b net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pumpDatagrams(a, &last, nil, batchBytes, framesTo(b).writeFrames)
+		pumpDatagrams(a, &last, nil, nil, batchBytes, framesTo(b).writeFrames)
 		b.Close()
 		a.Close()
 	}()
-	pumpDatagrams(b, &last, nil, batchBytes, framesTo(a).writeFrames)
+	pumpDatagrams(b, &last, nil, nil, batchBytes, framesTo(a).writeFrames)
 	a.Close()
 	b.Close()
 	<-done
@@ -385,13 +450,19 @@ func PairDatagrams(a, b net.Conn) {
 // one token, which it passes on before it writes, to the pump that has
 // waited longest (a channel hands a value to its first waiting receiver),
 // so that the pump whose write is held up does not read again until the
-// others have.
-func pumpDatagrams(conn net.Conn, last *atomic.Int64, turn chan struct{}, limit int, write func(frames []byte) error) {
+// others have. Given aside, a pump that holds the turn and is told a
+// channel to wait for gives the turn back and waits for it to close.
+func pumpDatagrams(conn net.Conn, last *atomic.Int64, turn chan struct{}, aside func() <-chan struct{}, limit int, write func(frames []byte) error) {
 	fr := framesOf(conn)
 	var buf []byte // grows to the bursts conn has
 	for {
 		if turn != nil {
 			<-turn
+			if wait := waitFor(aside); wait != nil {
+				turn <- struct{}{}
+				<-wait
+				continue
+			}
 		}
 		conn.SetReadDeadline(time.Unix(0, last.Load()).Add(DatagramIdle))
 		frames, err := fr.readFrames(buf[:0], limit)

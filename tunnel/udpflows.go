@@ -24,9 +24,10 @@ import (
 // drops them. The flow's writer waits only when the channel's window (2 MiB
 // in golang.org/x/crypto/ssh) is spent, for the peer to give it back: a
 // round trip of the connection, in which a sender at the rate the channel
-// carries sends about one window. So the queue holds one window's bytes —
-// the bandwidth-delay product of the fastest path a channel can fill —
-// and a count that bounds the cost of small datagrams. A read's datagrams
+// carries sends about one window. So the queue holds one window's bytes
+// for each channel that carries the flow (one, and one more on each lane:
+// lanes.go) — the bandwidth-delay product of the fastest path they can
+// fill — and a count that bounds the cost of small datagrams. A read's datagrams
 // wait together, in one copy: a run costs one allocation, not one each.
 const (
 	flowQueue      = 4096
@@ -237,9 +238,10 @@ type datagramFlow struct {
 	closed chan struct{}
 	once   sync.Once
 
-	mu     sync.Mutex
-	queued int  // bytes in queue
-	ended  bool // closed: nothing more is queued
+	mu       sync.Mutex
+	queued   int  // bytes in queue
+	ended    bool // closed: nothing more is queued
+	channels int  // the channels that carry the flow, less one (carriedBy)
 
 	// Set and read by the flow's one reader only:
 	deadline time.Time   // of Read
@@ -358,11 +360,12 @@ func (f *datagramFlow) enqueue(b []byte, size int) bool {
 	if f.ended || len(f.queue) == cap(f.queue) {
 		return false
 	}
-	n := keptOfRun(len(b), size, flowQueueBytes-f.queued)
+	room := (1 + f.channels) * flowQueueBytes
+	n := keptOfRun(len(b), size, room-f.queued)
 	if n < 0 {
 		return false
 	}
-	lend := n >= handedOver && cap(b) == maxRead && f.queued+maxRead <= flowQueueBytes
+	lend := n >= handedOver && cap(b) == maxRead && f.queued+maxRead <= room
 	held := n
 	if lend {
 		held = maxRead
@@ -378,6 +381,14 @@ func (f *datagramFlow) enqueue(b []byte, size int) bool {
 	f.queued += r.held()
 	f.queue <- r
 	return lend
+}
+
+// carriedBy says how many channels carry the flow (datagramRelay): its
+// queue holds flowQueueBytes for each.
+func (f *datagramFlow) carriedBy(channels int) {
+	f.mu.Lock()
+	f.channels = max(channels, 1) - 1
+	f.mu.Unlock()
 }
 
 // lent is whether r lies in a read buffer of its DatagramFlows.
