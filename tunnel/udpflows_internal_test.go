@@ -52,6 +52,32 @@ func TestAFlowQueuesWhatFitsOfARunAndReadsItADatagramAtATime(t *testing.T) {
 	}
 }
 
+// TestAFlowsQueueHoldsAWindowForEachChannelThatCarriesIt: carried by 4
+// channels (its own and 3 lanes'), a flow's queue takes 4 windows of
+// datagrams; back on one, it takes no more until it is under one window.
+func TestAFlowsQueueHoldsAWindowForEachChannelThatCarriesIt(t *testing.T) {
+	f := &datagramFlow{d: &DatagramFlows{spares: make(chan []byte, spareReads)}, queue: make(chan datagramRun, flowQueue), closed: make(chan struct{})}
+	fill := func() int { // until a datagram more is dropped
+		for n := len(f.queue); ; n++ {
+			f.enqueue(make([]byte, 4<<10), 0)
+			if len(f.queue) == n {
+				return n
+			}
+		}
+	}
+	if got := fill(); got != flowQueueBytes>>12 {
+		t.Fatalf("carried by one channel, the queue took %d datagrams of 4 KiB, want %d", got, flowQueueBytes>>12)
+	}
+	f.carriedBy(4)
+	if got := fill(); got != 4*flowQueueBytes>>12 {
+		t.Fatalf("carried by 4 channels, the queue took %d datagrams of 4 KiB, want %d", got, 4*flowQueueBytes>>12)
+	}
+	f.carriedBy(1)
+	if f.enqueue(make([]byte, 4<<10), 0); len(f.queue) != 4*flowQueueBytes>>12 {
+		t.Fatal("back on one channel, a full queue took one more datagram")
+	}
+}
+
 func TestKeptOfRun(t *testing.T) {
 	for _, c := range []struct{ n, size, room, want int }{
 		{100, 0, 100, 100},
