@@ -42,7 +42,7 @@ func (dc *devConn) joinLane(payload []byte) error {
 	dc.laneOf = main
 	dc.mu.Unlock()
 	keepUnsentShort(dc.raw)
-	return main.lanes.addLane(dc.conn, dc.raw)
+	return main.lanes.addLane(dc.conn)
 }
 
 // joinFlow answers a lane channel: on a lane, the peer's channel of one of
@@ -55,7 +55,7 @@ func (dc *devConn) joinFlow(nc ssh.NewChannel) {
 		nc.Reject(ssh.Prohibited, "this connection is not a lane")
 		return
 	}
-	go main.lanes.join(nc, dc.raw)
+	go main.lanes.join(nc)
 }
 
 // endLanes, when the connection has ended, closes its lanes and forgets

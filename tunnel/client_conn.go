@@ -153,17 +153,16 @@ func (s *Session) checkVersions(agent string) error {
 // pinned one and authenticates. Until abort is called, the connection is
 // closed when ctx ends; abort reports whether that has not happened yet.
 // A connection the agent closed before authentication was over is a
-// *closedError. tune, if not nil, is given the TCP connection before the
-// handshake (a lane's, to set it up as one: client_udp.go).
-func (s *Session) handshakeOnce(ctx context.Context, tune func(net.Conn)) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
+// *closedError.
+func (s *Session) handshakeOnce(ctx context.Context, lane bool) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
 	cfg := s.cfg
 	var d net.Dialer
 	dialled, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, nil, nil, nil, unreachable(cfg.Addr, err)
 	}
-	if tune != nil {
-		tune(dialled)
+	if lane {
+		keepUnsentShort(dialled)
 	}
 	raw := &headConn{Conn: newBatchConn(dialled)}
 	abort = context.AfterFunc(ctx, func() { raw.Close() })

@@ -22,7 +22,7 @@ func (s *Session) CarryDatagrams(ctx context.Context, c net.Conn, address string
 	if err != nil {
 		return err
 	}
-	r.carry(remote.Channel)
+	r.carry(remote.Channel, true, nil)
 	if remote.flow != 0 {
 		defer remote.cc.lanes.remove(remote.flow)
 		remote.cc.lanes.spread(remote.flow)
@@ -93,11 +93,7 @@ func (cc *clientConn) openLanes() {
 func (cc *clientConn) openLane() error {
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	var under net.Conn // the lane's TCP connection
-	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx, func(c net.Conn) {
-		keepUnsentShort(c)
-		under = c
-	})
+	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -110,7 +106,7 @@ func (cc *clientConn) openLane() error {
 		err = errNoLane
 	}
 	if err == nil {
-		err = cc.lanes.addLane(conn, under)
+		err = cc.lanes.addLane(conn)
 	}
 	if err != nil {
 		conn.Close()
@@ -125,7 +121,7 @@ func (cc *clientConn) openLane() error {
 				nc.Reject(ssh.UnknownChannelType, "a lane takes no "+nc.ChannelType()+" channels")
 				continue
 			}
-			go cc.lanes.join(nc, under)
+			go cc.lanes.join(nc)
 		}
 	}()
 	go func() {

@@ -3,7 +3,6 @@ package tunnel
 import (
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -84,16 +83,8 @@ type laneSet struct {
 	limit  int
 	closed bool
 	lastID uint32
-	lanes  []*lane
+	lanes  []ssh.Conn
 	flows  map[uint32]*laneFlow
-}
-
-// lane is one lane of a connection: its SSH connection, and the
-// connection under it, whose TCP state says when it is repairing a loss
-// (laneRepairs).
-type lane struct {
-	conn ssh.Conn
-	raw  net.Conn
 }
 
 // laneFlow is a flow of a laneSet.
@@ -175,10 +166,10 @@ func (t *laneSet) spread(id uint32) {
 		return
 	}
 	f.spread = true
-	lanes := append([]*lane(nil), t.lanes...)
+	lanes := append([]ssh.Conn(nil), t.lanes...)
 	t.mu.Unlock()
-	for _, l := range lanes {
-		go t.open(l, id, f.relay)
+	for _, lane := range lanes {
+		go t.open(lane, id, f.relay)
 	}
 }
 
@@ -199,26 +190,26 @@ func (t *laneSet) relayAccepted(nc ssh.NewChannel, r *datagramRelay, id uint32, 
 	if !ok {
 		return nil
 	}
-	r.carry(ch)
+	r.carry(ch, true, nil)
 	if laned && joined != nil {
 		joined()
 	}
 	return r.wait()
 }
 
-// open opens a channel of flow id on l and carries r's datagrams on it
+// open opens a channel of flow id on lane and carries r's datagrams on it
 // too.
-func (t *laneSet) open(l *lane, id uint32, r *datagramRelay) {
+func (t *laneSet) open(lane ssh.Conn, id uint32, r *datagramRelay) {
 	if t.take != nil && t.take() != nil {
 		return
 	}
-	ch, reqs, err := openChannel(l.conn, laneJoinType, ssh.Marshal(laneJoin{ID: id}))
+	ch, reqs, err := openChannel(lane, laneJoinType, ssh.Marshal(laneJoin{ID: id}))
 	if err != nil {
 		t.gave()
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	r.carryLane(ch, laneRepairs(l.raw), t.gave)
+	r.carry(ch, false, t.gave)
 }
 
 // gave gives back the key's channel a lane channel took.
@@ -228,10 +219,9 @@ func (t *laneSet) gave() {
 	}
 }
 
-// join answers a lane channel the peer opened on lane raw (the connection
-// under it): it carries the flow it names, a flow of this connection, or
-// is rejected.
-func (t *laneSet) join(nc ssh.NewChannel, raw net.Conn) {
+// join answers a lane channel the peer opened on one of the lanes: it
+// carries the flow it names, a flow of this connection, or is rejected.
+func (t *laneSet) join(nc ssh.NewChannel) {
 	var m laneJoin
 	if ssh.Unmarshal(nc.ExtraData(), &m) != nil {
 		nc.Reject(ssh.ConnectionFailed, "malformed "+laneJoinType+" channel")
@@ -256,37 +246,36 @@ func (t *laneSet) join(nc ssh.NewChannel, raw net.Conn) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	f.relay.carryLane(ch, laneRepairs(raw), t.gave)
+	f.relay.carry(ch, false, t.gave)
 }
 
 // errNoLane is why a connection is not made a lane: the set has all the
 // lanes agreed, or its connection has ended.
 var errNoLane = errors.New("no more lanes for this connection")
 
-// addLane makes conn, over raw, one of the connection's lanes, and opens
-// a channel on it for each flow this end opened.
-func (t *laneSet) addLane(conn ssh.Conn, raw net.Conn) error {
+// addLane makes lane one of the connection's lanes, and opens a channel
+// on it for each flow this end opened.
+func (t *laneSet) addLane(lane ssh.Conn) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || len(t.lanes) >= t.limit {
 		return errNoLane
 	}
-	l := &lane{conn: conn, raw: raw}
-	t.lanes = append(t.lanes, l)
+	t.lanes = append(t.lanes, lane)
 	for id, f := range t.flows {
 		if f.mine && f.spread {
-			go t.open(l, id, f.relay)
+			go t.open(lane, id, f.relay)
 		}
 	}
 	return nil
 }
 
-// dropLane forgets conn, a lane that has ended.
-func (t *laneSet) dropLane(conn ssh.Conn) {
+// dropLane forgets lane, which has ended.
+func (t *laneSet) dropLane(lane ssh.Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, l := range t.lanes {
-		if l.conn == conn {
+		if l == lane {
 			t.lanes = append(t.lanes[:i], t.lanes[i+1:]...)
 			return
 		}
@@ -301,6 +290,6 @@ func (t *laneSet) close() {
 	t.lanes, t.closed = nil, true
 	t.mu.Unlock()
 	for _, l := range lanes {
-		l.conn.Close()
+		l.Close()
 	}
 }

@@ -227,7 +227,7 @@ func wholeFrames(b []byte) (int, error) {
 // DatagramIdle. Both are closed when it returns.
 func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 	r := newDatagramRelay(conn)
-	r.carry(ch)
+	r.carry(ch, true, nil)
 	return r.wait()
 }
 
@@ -272,21 +272,11 @@ func newDatagramRelay(conn net.Conn) *datagramRelay {
 	return r
 }
 
-// carry adds ch, the flow's first channel, whose end ends the flow.
-func (r *datagramRelay) carry(ch ssh.Channel) { r.add(ch, true, nil, nil) }
-
-// carryLane adds ch, a lane's channel of the flow, whose end ends only its
-// own part. Its pump sits out while repairing, if not nil, says the lane's
-// TCP connection is repairing a loss (laneRepairs), for what it would take
-// then would wait behind the loss. gone, if not nil, is called once ch is
-// done with.
-func (r *datagramRelay) carryLane(ch ssh.Channel, repairing func() bool, gone func()) {
-	r.add(ch, false, repairing, gone)
-}
-
-// add adds ch to the channels of the flow (carry, carryLane); if the flow
-// has ended, it closes ch.
-func (r *datagramRelay) add(ch ssh.Channel, first bool, repairing func() bool, gone func()) {
+// carry adds ch to the channels of the flow: first, whose end ends the
+// flow, or a lane's, whose end ends only its own part. gone, if not nil,
+// is called once ch is done with. False, and ch closed, if the flow has
+// ended.
+func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
@@ -294,7 +284,7 @@ func (r *datagramRelay) add(ch ssh.Channel, first bool, repairing func() bool, g
 		if gone != nil {
 			gone()
 		}
-		return
+		return false
 	}
 	if first {
 		r.first = ch
@@ -325,7 +315,7 @@ func (r *datagramRelay) add(ch ssh.Channel, first bool, repairing func() bool, g
 		failed := false
 		aside := r.standAside
 		if !first {
-			aside = sitOutWhile(repairing)
+			aside = nil
 			defer r.laneLeft()
 		}
 		pumpDatagrams(r.conn, &r.last, r.turn, aside, batchBytes, func(frames []byte) error {
@@ -355,27 +345,8 @@ func (r *datagramRelay) add(ch ssh.Channel, first bool, repairing func() bool, g
 			w.writeFrames(frames) // a datagram the socket refuses is lost, as UDP's may be
 		}
 	}()
+	return true
 }
-
-// repairSitOut is how long a lane's pump sits out at a time while its
-// TCP connection repairs a loss.
-const repairSitOut = time.Millisecond
-
-// sitOutWhile is the aside of a lane's pump (pumpDatagrams): a short wait
-// while repairing says so; nil for a nil repairing.
-func sitOutWhile(repairing func() bool) func() func() {
-	if repairing == nil {
-		return nil
-	}
-	return func() func() {
-		if repairing() {
-			return sitOut
-		}
-		return nil
-	}
-}
-
-func sitOut() { time.Sleep(repairSitOut) }
 
 // laneCame counts a lane's pump that starts: the first channel's stands
 // aside until none is left.
@@ -408,19 +379,16 @@ func (r *datagramRelay) widen() {
 	}
 }
 
-// standAside is the aside of the first channel's pump (pumpDatagrams):
-// while a lane carries the flow, a wait until none does.
-func (r *datagramRelay) standAside() func() {
+// standAside is what the first channel's pump waits for before it reads
+// conn again: nil when no lane carries the flow.
+func (r *datagramRelay) standAside() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if gone := r.lanesGone; gone != nil {
-		return func() { <-gone }
-	}
-	return nil
+	return r.lanesGone
 }
 
-// waitFor is the wait aside says; nil when aside is nil.
-func waitFor(aside func() func()) func() {
+// waitFor is what aside says to wait for; nil when aside is nil.
+func waitFor(aside func() <-chan struct{}) <-chan struct{} {
 	if aside == nil {
 		return nil
 	}
@@ -482,9 +450,9 @@ func PairDatagrams(a, b net.Conn) {
 // one token, which it passes on before it writes, to the pump that has
 // waited longest (a channel hands a value to its first waiting receiver),
 // so that the pump whose write is held up does not read again until the
-// others have. Given aside, a pump that holds the turn and is told by it
-// a wait gives the turn back, waits, and asks again.
-func pumpDatagrams(conn net.Conn, last *atomic.Int64, turn chan struct{}, aside func() func(), limit int, write func(frames []byte) error) {
+// others have. Given aside, a pump that holds the turn and is told a
+// channel to wait for gives the turn back and waits for it to close.
+func pumpDatagrams(conn net.Conn, last *atomic.Int64, turn chan struct{}, aside func() <-chan struct{}, limit int, write func(frames []byte) error) {
 	fr := framesOf(conn)
 	var buf []byte // grows to the bursts conn has
 	for {
@@ -492,7 +460,7 @@ func pumpDatagrams(conn net.Conn, last *atomic.Int64, turn chan struct{}, aside 
 			<-turn
 			if wait := waitFor(aside); wait != nil {
 				turn <- struct{}{}
-				wait()
+				<-wait
 				continue
 			}
 		}
