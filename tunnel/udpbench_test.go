@@ -111,10 +111,10 @@ func benchmarkCarriedUDP(b *testing.B, delay time.Duration, window int) {
 }
 
 // BenchmarkCarriedUDPNameAt20ms is BenchmarkCarriedUDPName with the SSH
-// connection through a 20 ms round trip without loss
+// connections through a 20 ms round trip without loss
 // (tunneltest.NewDelayLine), 1,536 datagrams in flight (1.8 MB, within a
-// flow's queue of 2 MiB: 690 Mbit/s at 21.5 ms): what one flow carries on
-// its one channel, whose 2 MiB window allows about 780 Mbit/s.
+// flow's queue of 2 MiB: 690 Mbit/s at 21.5 ms): what one flow carries
+// over its run's lanes (lanes.go), which open over such a round trip.
 func BenchmarkCarriedUDPNameAt20ms(b *testing.B) { benchmarkCarriedUDP(b, 10*time.Millisecond, 1536) }
 
 // BenchmarkServedUDPName: a workload's datagrams to a name whose UDP port
