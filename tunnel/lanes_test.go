@@ -21,7 +21,9 @@ const laneOneWay = 10 * time.Millisecond
 // lanes.
 func waitLanes(t *testing.T, line *tunneltest.Line) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); line.Conns() < 4; time.Sleep(10 * time.Millisecond) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(10 * time.Second); line.Conns() < 4; <-tick.C {
 		if time.Now().After(deadline) {
 			t.Fatalf("the run made %d connections through a 20 ms round trip, want its own and 3 lanes", line.Conns())
 		}
