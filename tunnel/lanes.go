@@ -20,7 +20,8 @@ import (
 // carries only datagrams: each flow has a channel on each lane besides
 // its first, and each of the flow's channels takes the flow's datagrams
 // whenever it is free to (datagramRelay), so a lane held up by a repair
-// holds only what it already carries.
+// holds only what it already carries; while lanes carry a flow, the run's
+// own connection carries none of its datagrams.
 //
 // Both ends must be plug and say so: the CLI's helloMsg.Lanes and the
 // agent's welcomeMsg.Lanes are the most lanes each takes for a
