@@ -21,11 +21,17 @@ const laneOneWay = 10 * time.Millisecond
 // lanes.
 func waitLanes(t *testing.T, line *tunneltest.Line) {
 	t.Helper()
+	waitConns(t, line, 4)
+}
+
+// waitConns waits until line has passed n connections.
+func waitConns(t *testing.T, line *tunneltest.Line, n int) {
+	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for deadline := time.Now().Add(10 * time.Second); line.Conns() < 4; <-tick.C {
+	for deadline := time.Now().Add(10 * time.Second); line.Conns() < n; <-tick.C {
 		if time.Now().After(deadline) {
-			t.Fatalf("the run made %d connections through a 20 ms round trip, want its own and 3 lanes", line.Conns())
+			t.Fatalf("the run made %d connections through a 20 ms round trip, want %d", line.Conns(), n)
 		}
 	}
 }
@@ -272,4 +278,34 @@ func senderEcho(t *testing.T) string {
 		}
 	}()
 	return pc.LocalAddr().String()
+}
+
+// TestAFlowGoesOnWithoutLanesWhereTheKeysCapRefusesThem: an agent whose
+// cap of SSH connections per key leaves no room for a lane refuses it,
+// and the flow goes on over the run's own connection.
+func TestAFlowGoesOnWithoutLanesWhereTheKeysCapRefusesThem(t *testing.T) {
+	p := tunneltest.NewPlatform()
+	p.AddWorkload("echo:7", senderEcho(t))
+	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
+	addr, hostKey, _ := tunneltest.StartAgent(t, p, func(a *tunnel.Agent) { a.Limits = tunnel.Limits{ConnsPerKey: 1} })
+	line := tunneltest.NewLine(t, addr, laneOneWay)
+	signer, _ := newKey(t)
+	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{})
+	c := localFlows(t, s, "echo:7")
+	buf := make([]byte, 256)
+	for i := range 20 {
+		if _, err := c.Write([]byte("who")); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(buf); err != nil {
+			t.Fatalf("datagram %d: no answer (%d connections made through the line): %v", i, line.Conns(), err)
+		}
+		if i == 0 {
+			waitConns(t, line, 2) // the run's and the lane the agent refused
+		}
+	}
+	if n := line.Conns(); n != 2 {
+		t.Fatalf("the run made %d connections, want its own and one lane, refused", n)
+	}
 }
