@@ -251,6 +251,11 @@ type datagramRelay struct {
 	stopped chan struct{}
 	pumps   sync.WaitGroup
 
+	// firstWrite is held by a write of first: its own pump's, and a
+	// lane's that ended (x/crypto/ssh's channel writes are not safe for
+	// concurrent use).
+	firstWrite sync.Mutex
+
 	mu        sync.Mutex
 	first     ssh.Channel // the flow's own channel; set before any lane's
 	chans     []ssh.Channel
@@ -274,9 +279,8 @@ func newDatagramRelay(conn net.Conn) *datagramRelay {
 
 // carry adds ch to the channels of the flow: first, whose end ends the
 // flow, or a lane's, whose end ends only its own part. gone, if not nil,
-// is called once ch is done with. False, and ch closed, if the flow has
-// ended.
-func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
+// is called once ch is done with. If the flow has ended, ch is closed.
+func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
@@ -284,7 +288,7 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 		if gone != nil {
 			gone()
 		}
-		return false
+		return
 	}
 	if first {
 		r.first = ch
@@ -319,11 +323,13 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 			defer r.laneLeft()
 		}
 		pumpDatagrams(r.conn, &r.last, r.turn, aside, batchBytes, func(frames []byte) error {
-			_, err := ch.Write(frames)
-			failed = err != nil
-			if failed && !first {
-				r.first.Write(frames) // what the lane took when it ended goes on the flow's own channel
+			var err error
+			if first {
+				err = r.writeFirst(frames)
+			} else if _, err = ch.Write(frames); err != nil {
+				r.writeFirst(frames) // what the lane took when it ended goes on the flow's own channel
 			}
+			failed = err != nil
 			return err
 		})
 		done(nil, failed)
@@ -345,7 +351,14 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) bool {
 			w.writeFrames(frames) // a datagram the socket refuses is lost, as UDP's may be
 		}
 	}()
-	return true
+}
+
+// writeFirst writes frames on the flow's own channel.
+func (r *datagramRelay) writeFirst(frames []byte) error {
+	r.firstWrite.Lock()
+	defer r.firstWrite.Unlock()
+	_, err := r.first.Write(frames)
+	return err
 }
 
 // laneCame counts a lane's pump that starts: the first channel's stands
