@@ -241,6 +241,53 @@ func TestMaintainTellsTheRunItsNameWasLost(t *testing.T) {
 	}
 }
 
+// TestAHeldServicesReceiptChangeKicksTheGuard: the Service watch has the
+// guard check a held name at once when its receipt changes or goes (it
+// was given back, or changed hands) and when its route changes, but not
+// when only its heartbeat does. It once kicked only on a route change, so
+// a receipt removed was noticed only if a check for something else
+// happened to come after it (TestMaintainTellsTheRunItsNameWasLost failed
+// so, 2 in 100 runs).
+func TestAHeldServicesReceiptChangeKicksTheGuard(t *testing.T) {
+	p := &Platform{held: map[string]*holding{"web": {bindings: map[portKey]tunnel.Binding{}}}, kick: make(chan struct{}, 1)}
+	changed := p.serviceChanges()
+	web := func(receipt, heartbeat string, port int) k8sapi.Service {
+		var svc k8sapi.Service
+		svc.Metadata.Name = "web"
+		svc.Metadata.Annotations = map[string]string{AnnotationHeartbeat: heartbeat}
+		if receipt != "" {
+			svc.Metadata.Annotations[AnnotationReceipt] = receipt
+		}
+		svc.Spec.Ports = []k8sapi.ServicePort{{Port: port}}
+		return svc
+	}
+	kicked := func() bool {
+		select {
+		case <-p.kick:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, c := range []struct {
+		what string
+		svc  k8sapi.Service
+		kick bool
+	}{
+		{"first seen", web(`{"a":1}`, "1", 80), true},
+		{"its heartbeat renewed", web(`{"a":1}`, "2", 80), false},
+		{"its receipt changed", web(`{"a":2}`, "2", 80), true},
+		{"its receipt removed", web("", "2", 80), true},
+		{"its heartbeat renewed again", web("", "3", 80), false},
+		{"its route changed", web("", "3", 81), true},
+	} {
+		changed(c.svc)
+		if got := kicked(); got != c.kick {
+			t.Errorf("a held Service %s: the guard kicked %v, want %v", c.what, got, c.kick)
+		}
+	}
+}
+
 // TestReceiptHolderReadsTheReceipt: what a sweep reads of every Service
 // tells one with a receipt from one without.
 func TestReceiptHolderReadsTheReceipt(t *testing.T) {

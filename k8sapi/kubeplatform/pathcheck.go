@@ -35,29 +35,39 @@ func (p *Platform) sliceChanged(s k8sapi.EndpointSlice) {
 }
 
 // serviceChanges returns what to call with each change of the namespace's
-// Services: a change of the route of a name held here (not of its
-// heartbeat) is checked by the guard, and proved again, at once. Only the
-// routes of held names are kept, so that the Services of a large
-// namespace cost nothing here: the first change of a name after it is
-// held counts as a change of its route.
+// Services: a change of the route of a name held here is checked by the
+// guard, and proved again, at once; a change of its receipt (someone gave
+// it back, or it changed hands) is checked by the guard at once; a change
+// of its heartbeat is neither. Only the routes and receipts of held names
+// are kept, so that the Services of a large namespace cost nothing here:
+// the first change of a name after it is held counts as a change of both.
 func (p *Platform) serviceChanges() func(k8sapi.Service) {
-	routes := map[string]string{} // by name, of the held Services seen; calls never overlap
+	// By name, of the held Services seen; calls never overlap.
+	routes, receipts := map[string]string{}, map[string]string{}
 	return func(svc k8sapi.Service) {
 		name := svc.Metadata.Name
 		if p.holdingOf(name) == nil {
 			delete(routes, name)
+			delete(receipts, name)
 			return
 		}
 		route := routeOf(svc)
 		if svc.Metadata.DeletionTimestamp != nil {
 			route = "deleted"
 		}
-		if routes[name] == route {
+		receipt, has := svc.Metadata.Annotations[AnnotationReceipt]
+		if !has {
+			receipt = "none"
+		}
+		if routes[name] == route && receipts[name] == receipt {
 			return
 		}
-		routes[name] = route
+		receipts[name] = receipt
 		p.kickGuard()
-		p.pathChanged(name)
+		if routes[name] != route {
+			routes[name] = route
+			p.pathChanged(name)
+		}
 	}
 }
 
