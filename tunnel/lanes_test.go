@@ -17,6 +17,17 @@ import (
 // session through: a 20 ms round trip, over which the CLI opens lanes.
 const laneOneWay = 10 * time.Millisecond
 
+// runThroughLine starts an agent on p and a run of run's kind connected to
+// it through a 20 ms delay line, with an agent tweaked by opts.
+func runThroughLine(t *testing.T, p *tunneltest.Platform, run tunnel.RunInfo, opts ...func(*tunnel.Agent)) (*tunnel.Session, *tunneltest.Line) {
+	t.Helper()
+	addr, hostKey, _ := tunneltest.StartAgent(t, p, opts...)
+	line := tunneltest.NewLine(t, addr, laneOneWay)
+	signer, _ := newKey(t)
+	s, _ := connect(t, line.Addr, hostKey, signer, run)
+	return s, line
+}
+
 // waitLanes waits until line has passed the run's connection and its 3
 // lanes.
 func waitLanes(t *testing.T, line *tunneltest.Line) {
@@ -87,12 +98,17 @@ func drain(c net.Conn) {
 	}
 }
 
-// expectLanesCarry sends datagrams through c while the run's own
-// connection is held, until some come back through the lanes: at least a
-// quarter of 40 (on the run's connection alone none would, until it is
-// released); and every one once it is released.
+// expectLanesCarry starts a flow on c and waits for the run's lanes, then
+// sends datagrams through c while the run's own connection is held, until
+// some come back through the lanes: at least a quarter of 40 (on the run's
+// connection alone none would, until it is released); and every one once
+// it is released.
 func expectLanesCarry(t *testing.T, line *tunneltest.Line, c net.Conn) {
 	t.Helper()
+	if _, err := c.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	waitLanes(t, line)
 	const n = 40
 	best := 0
 	for try := 0; try < 5; try++ { // the lanes' channels may still be joining the flow
@@ -117,16 +133,8 @@ func TestAConsumedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld(t *testing.T) 
 	p := tunneltest.NewPlatform()
 	p.AddWorkload("echo:7", udpEchoServer(t, ""))
 	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
-	addr, hostKey, _ := tunneltest.StartAgent(t, p)
-	line := tunneltest.NewLine(t, addr, laneOneWay)
-	signer, _ := newKey(t)
-	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{})
-	c := localFlows(t, s, "echo:7")
-	if _, err := c.Write([]byte("first")); err != nil {
-		t.Fatal(err)
-	}
-	waitLanes(t, line)
-	expectLanesCarry(t, line, c)
+	s, line := runThroughLine(t, p, tunnel.RunInfo{})
+	expectLanesCarry(t, line, localFlows(t, s, "echo:7"))
 }
 
 // TestAServedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld is the same
@@ -134,19 +142,11 @@ func TestAConsumedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld(t *testing.T) 
 // serves.
 func TestAServedFlowGoesOnOverLanesWhileTheRunsConnectionIsHeld(t *testing.T) {
 	p := tunneltest.NewPlatform()
-	addr, hostKey, _ := tunneltest.StartAgent(t, p)
-	line := tunneltest.NewLine(t, addr, laneOneWay)
-	signer, _ := newKey(t)
-	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{Serves: true})
+	s, line := runThroughLine(t, p, tunnel.RunInfo{Serves: true})
 	if _, err := s.ServeUDP(context.Background(), "stats", 8125, udpEchoServer(t, "")); err != nil {
 		t.Fatal(err)
 	}
-	c := clusterSender(t, p, "stats:8125")
-	if _, err := c.Write([]byte("first")); err != nil {
-		t.Fatal(err)
-	}
-	waitLanes(t, line)
-	expectLanesCarry(t, line, c)
+	expectLanesCarry(t, line, clusterSender(t, p, "stats:8125"))
 }
 
 // TestOnlyTheRunsOwnKeyMakesALaneAndALaneCarriesNothingElse: the lane
@@ -218,10 +218,7 @@ func TestALaneThatEndsEndsNothingElse(t *testing.T) {
 	p := tunneltest.NewPlatform()
 	p.AddWorkload("echo:7", senderEcho(t))
 	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
-	addr, hostKey, _ := tunneltest.StartAgent(t, p)
-	line := tunneltest.NewLine(t, addr, laneOneWay)
-	signer, _ := newKey(t)
-	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{})
+	s, line := runThroughLine(t, p, tunnel.RunInfo{})
 	c := localFlows(t, s, "echo:7")
 	ask := func() string { // a datagram on a lane as it ends may be lost, as on a link that went down: asked again
 		t.Helper()
@@ -239,7 +236,6 @@ func TestALaneThatEndsEndsNothingElse(t *testing.T) {
 		return ""
 	}
 	before := ask()
-	waitLanes(t, line)
 	expectLanesCarry(t, line, c)
 	if got := ask(); got != before {
 		t.Fatalf("the flow's socket at the agent changed from %s to %s while its lanes joined it", before, got)
@@ -287,10 +283,7 @@ func TestAFlowGoesOnWithoutLanesWhereTheKeysCapRefusesThem(t *testing.T) {
 	p := tunneltest.NewPlatform()
 	p.AddWorkload("echo:7", senderEcho(t))
 	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
-	addr, hostKey, _ := tunneltest.StartAgent(t, p, func(a *tunnel.Agent) { a.Limits = tunnel.Limits{ConnsPerKey: 1} })
-	line := tunneltest.NewLine(t, addr, laneOneWay)
-	signer, _ := newKey(t)
-	s, _ := connect(t, line.Addr, hostKey, signer, tunnel.RunInfo{})
+	s, line := runThroughLine(t, p, tunnel.RunInfo{}, func(a *tunnel.Agent) { a.Limits = tunnel.Limits{ConnsPerKey: 1} })
 	c := localFlows(t, s, "echo:7")
 	buf := make([]byte, 256)
 	for i := range 20 {
