@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +61,16 @@ const (
 	roleRun
 	roleLane
 )
+
+// claimFor claims the run's role for req, a request of a run's; if the
+// connection is a lane, it refuses req and returns false.
+func (dc *devConn) claimFor(req *ssh.Request) bool {
+	if dc.claim(roleRun) {
+		return true
+	}
+	req.Reply(false, nil)
+	return false
+}
 
 // claim gives the connection role, unless it has the other.
 func (dc *devConn) claim(role int32) bool {
@@ -125,16 +134,13 @@ func (a *Agent) serveDeveloper(raw net.Conn, conn *ssh.ServerConn, chans <-chan 
 func (dc *devConn) handleRequests(reqs <-chan *ssh.Request) {
 	for req := range reqs {
 		switch req.Type {
-		case "tcpip-forward", filteredForwardRequest, datagramForwardRequest,
-			"cancel-tcpip-forward", cancelDatagramForward:
-			if !dc.claim(roleRun) {
-				req.Reply(false, nil)
-				continue
-			}
-			if strings.HasPrefix(req.Type, "cancel-") {
-				dc.cancelForward(req)
-			} else {
+		case "tcpip-forward", filteredForwardRequest, datagramForwardRequest:
+			if dc.claimFor(req) {
 				dc.forward(req)
+			}
+		case "cancel-tcpip-forward", cancelDatagramForward:
+			if dc.claimFor(req) {
+				dc.cancelForward(req)
 			}
 		case laneRequest:
 			dc.becomeLane(req)

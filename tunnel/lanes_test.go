@@ -253,27 +253,12 @@ func TestALaneThatEndsEndsNothingElse(t *testing.T) {
 // senderEcho answers on 127.0.0.1 a datagram "who" with the address it
 // came from and any other with itself, and returns its address.
 func senderEcho(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			answer := buf[:n]
-			if string(answer) == "who" {
-				answer = []byte(from.String())
-			}
-			pc.WriteTo(answer, from)
+	return udpServer(t, func(d []byte, from net.Addr) []byte {
+		if string(d) == "who" {
+			return []byte(from.String())
 		}
-	}()
-	return pc.LocalAddr().String()
+		return d
+	})
 }
 
 // TestAFlowGoesOnWithoutLanesWhereTheKeysCapRefusesThem: an agent whose

@@ -22,6 +22,12 @@ import (
 // udpEchoServer answers each datagram on 127.0.0.1 with prefix and the
 // datagram, and returns its address.
 func udpEchoServer(t testing.TB, prefix string) string {
+	return udpServer(t, func(d []byte, _ net.Addr) []byte { return append([]byte(prefix), d...) })
+}
+
+// udpServer answers each datagram on 127.0.0.1, d from from, with
+// answer(d, from), and returns its address.
+func udpServer(t testing.TB, answer func(d []byte, from net.Addr) []byte) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -36,7 +42,7 @@ func udpEchoServer(t testing.TB, prefix string) string {
 			if err != nil {
 				return
 			}
-			pc.WriteTo(append([]byte(prefix), buf[:n]...), from)
+			pc.WriteTo(answer(buf[:n], from), from)
 		}
 	}()
 	return pc.LocalAddr().String()
