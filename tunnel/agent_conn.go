@@ -48,10 +48,11 @@ type devConn struct {
 
 	// Lanes (lanes.go): a connection carries a run and may have lanes, or
 	// is a lane of another connection, and then carries nothing else.
-	role      atomic.Int32 // roleAny until it does either
-	lanes     *laneSet     // its lanes and its flows that use them
-	laneToken string       // names it to its lanes; set with the welcome
-	laneOf    *devConn     // the connection this one is a lane of; set under mu
+	role      atomic.Int32           // roleAny until it does either
+	lanes     *laneSet               // its lanes and its flows that use them
+	laneToken string                 // names it to its lanes; set with the welcome
+	laneOf    *devConn               // the connection this one is a lane of; set under mu
+	laneRoom  func() <-chan struct{} // a lane's room (makeLane); set with laneOf
 }
 
 // A connection's role, once it has one: it carries a run (or an OpenSSH

@@ -40,22 +40,23 @@ func (dc *devConn) joinLane(payload []byte) error {
 		return errors.New("this connection is a lane already")
 	}
 	dc.laneOf = main
+	dc.laneRoom = makeLane(dc.raw)
+	room := dc.laneRoom
 	dc.mu.Unlock()
-	keepUnsentShort(dc.raw)
-	return main.lanes.addLane(dc.conn)
+	return main.lanes.addLane(dc.conn, room)
 }
 
 // joinFlow answers a lane channel: on a lane, the peer's channel of one of
 // its connection's flows; elsewhere it is refused.
 func (dc *devConn) joinFlow(nc ssh.NewChannel) {
 	dc.mu.Lock()
-	main := dc.laneOf
+	main, room := dc.laneOf, dc.laneRoom
 	dc.mu.Unlock()
 	if main == nil {
 		nc.Reject(ssh.Prohibited, "this connection is not a lane")
 		return
 	}
-	go main.lanes.join(nc)
+	go main.lanes.join(nc, room)
 }
 
 // endLanes, when the connection has ended, closes its lanes and forgets

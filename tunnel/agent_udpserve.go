@@ -82,7 +82,7 @@ func (dc *devConn) forwardFlow(b *binding, f net.Conn) bool {
 	}
 	go ssh.DiscardRequests(reqs)
 	dc.a.routed(b, routeRun, "")
-	r.carry(ch, true, nil)
+	r.carry(ch, nil)
 	if typ == forwardedLanedType {
 		dc.lanes.spread(id)
 	}

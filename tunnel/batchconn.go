@@ -25,6 +25,10 @@ const (
 	// than its 4 KiB write buffer in one write, and a larger one in writes
 	// of 4 KiB and more, which the sender gathers.
 	directMax = 4 << 10
+	// laneQueueMax is how much may wait for a lane's sender (makeLane):
+	// its writers do not wait at batchMax, so that a small packet is never
+	// held behind a data packet's wait (room).
+	laneQueueMax = 1 << 20
 )
 
 // batchBuffers holds the buffers of writes waiting for the sender, so that
@@ -42,10 +46,12 @@ type batchConn struct {
 	net.Conn
 
 	mu      sync.Mutex
-	changed *sync.Cond // waiting was taken or filled, or closing or err set
-	waiting *[]byte    // written, not yet taken by the sender; nil when none
-	sending bool       // the connection is being written (by the sender or a direct Write)
-	err     error      // a write of the connection failed
+	changed *sync.Cond    // waiting was taken or filled, or closing or err set
+	waiting *[]byte       // written, not yet taken by the sender; nil when none
+	limit   int           // past this much waiting, a writer waits: batchMax, or laneQueueMax
+	taken   chan struct{} // asked for by room while waiting is not nil: closed when it is nil
+	sending bool          // the connection is being written (by the sender or a direct Write)
+	err     error         // a write of the connection failed
 	closing bool
 	done    chan struct{} // closed when the sender returned
 	close   sync.Once
@@ -58,18 +64,19 @@ type batchConn struct {
 // system allows (shortenRetransmitWait).
 func newBatchConn(c net.Conn) *batchConn {
 	shortenRetransmitWait(c)
-	b := &batchConn{Conn: rawIO(c), done: make(chan struct{})}
+	b := &batchConn{Conn: rawIO(c), limit: batchMax, done: make(chan struct{})}
 	b.changed = sync.NewCond(&b.mu)
 	go b.send()
 	return b
 }
 
 // Write copies p for the sender. It waits while what waits would grow past
-// batchMax, so a writer is held to the pace of the connection.
+// its limit (batchMax, or a lane's laneQueueMax), so a writer is held to
+// the pace of the connection.
 func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.err == nil && !b.closing && b.waiting != nil && len(*b.waiting)+len(p) > batchMax {
+	for b.err == nil && !b.closing && b.waiting != nil && len(*b.waiting)+len(p) > b.limit {
 		b.changed.Wait()
 	}
 	switch {
@@ -121,6 +128,7 @@ func (b *batchConn) send() {
 		b.waiting = nil
 		b.sending = true
 		b.changed.Broadcast()
+		b.hasRoom()
 		b.mu.Unlock()
 		_, err := b.Conn.Write(*buf)
 		if cap(*buf) <= batchMax {
@@ -132,8 +140,46 @@ func (b *batchConn) send() {
 		if err != nil {
 			b.err = err
 			b.changed.Broadcast()
+			b.hasRoom()
 			return
 		}
+	}
+}
+
+// queueForLane makes b a lane's connection (makeLane): its writers wait
+// only past laneQueueMax; its pumps wait for room before they write.
+func (b *batchConn) queueForLane() {
+	b.mu.Lock()
+	b.limit = laneQueueMax
+	b.mu.Unlock()
+}
+
+// room is nil while nothing waits for the sender, or the connection has
+// failed or is closing; else a channel closed once the sender has taken
+// what waits. A lane's pump writes only when it is nil (datagramRelay):
+// so a lane whose TCP connection sends less for a while (a repair, or a
+// probe of the round trip by its congestion control) holds little of the
+// flow, and a small packet written meanwhile — the window adjustment of a
+// channel's reader, which waits for it — does not wait for a data
+// packet's room under the SSH connection's write lock.
+func (b *batchConn) room() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waiting == nil || b.err != nil || b.closing {
+		return nil
+	}
+	if b.taken == nil {
+		b.taken = make(chan struct{})
+	}
+	return b.taken
+}
+
+// hasRoom closes the channel room gave out, if any: nothing waits any
+// more, or the connection failed or is closing. Called with b.mu held.
+func (b *batchConn) hasRoom() {
+	if b.taken != nil {
+		close(b.taken)
+		b.taken = nil
 	}
 }
 
@@ -144,6 +190,7 @@ func (b *batchConn) Close() error {
 		b.mu.Lock()
 		b.closing = true
 		b.changed.Broadcast()
+		b.hasRoom()
 		b.mu.Unlock()
 		b.Conn.SetWriteDeadline(time.Now().Add(batchCloseWait))
 		<-b.done

@@ -203,3 +203,69 @@ func TestBatchConnKeepsSmallWritesBehindWhatWaits(t *testing.T) {
 		t.Fatal("the peer read the writes out of order")
 	}
 }
+
+func TestALanesSmallWriteDoesNotWaitBehindItsDataAndRoomSaysWhenItHasRoom(t *testing.T) {
+	near, far := net.Pipe()
+	defer far.Close()
+	b := newBatchConn(near)
+	defer b.Close()
+	room := makeLane(b)
+	if room == nil {
+		t.Fatal("makeLane gave no room for a batchConn")
+	}
+	if ch := room(); ch != nil {
+		t.Fatal("an idle lane says it has no room")
+	}
+	// The sender takes the first write and blocks in the pipe; the second
+	// fills what may wait on another connection (batchMax).
+	first := make([]byte, directMax)
+	if _, err := b.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, len(first))
+	if _, err := io.ReadFull(far, head[:1]); err != nil { // the sender is in its write now
+		t.Fatal(err)
+	}
+	if _, err := b.Write(make([]byte, batchMax)); err != nil {
+		t.Fatal(err)
+	}
+	full := room()
+	if full == nil {
+		t.Fatal("a lane with a write waiting for its sender says it has room")
+	}
+	// A window adjustment is written under the SSH connection's write
+	// lock: it must not wait for the peer to read.
+	small := make(chan error, 1)
+	go func() {
+		_, err := b.Write([]byte("window adjustment"))
+		small <- err
+	}()
+	select {
+	case err := <-small:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(clustertest.Settle):
+		t.Fatal("a small write on a lane waited behind the data written before it")
+	}
+	select {
+	case <-full:
+		t.Fatal("room said the lane had room before the sender took what waits")
+	default:
+	}
+	if _, err := io.ReadFull(far, head[1:]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-full:
+	case <-time.After(clustertest.Settle):
+		t.Fatal("room never said the lane had room once the sender took what waited")
+	}
+	rest := make([]byte, batchMax+len("window adjustment"))
+	if _, err := io.ReadFull(far, rest); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(rest[batchMax:]); got != "window adjustment" {
+		t.Fatalf("the small write arrived as %q, not after the data written before it", got)
+	}
+}

@@ -150,21 +150,23 @@ func (s *Session) checkVersions(agent string) error {
 }
 
 // handshakeOnce connects to the agent, checks its host key against the
-// pinned one and authenticates. Until abort is called, the connection is
-// closed when ctx ends; abort reports whether that has not happened yet.
-// A connection the agent closed before authentication was over is a
-// *closedError.
-func (s *Session) handshakeOnce(ctx context.Context, lane bool) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
+// pinned one and authenticates; tune, if not nil, is first called with
+// the connection the SSH connection will run on (a lane's: makeLane).
+// Until abort is called, the connection is closed when ctx ends; abort
+// reports whether that has not happened yet. A connection the agent
+// closed before authentication was over is a *closedError.
+func (s *Session) handshakeOnce(ctx context.Context, tune func(net.Conn)) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
 	cfg := s.cfg
 	var d net.Dialer
 	dialled, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, nil, nil, nil, unreachable(cfg.Addr, err)
 	}
-	if lane {
-		keepUnsentShort(dialled)
+	batched := newBatchConn(dialled)
+	if tune != nil {
+		tune(batched)
 	}
-	raw := &headConn{Conn: newBatchConn(dialled)}
+	raw := &headConn{Conn: batched}
 	abort = context.AfterFunc(ctx, func() { raw.Close() })
 	var banner strings.Builder
 	sshConfig := &ssh.ClientConfig{

@@ -45,7 +45,7 @@ const (
 func (s *Session) handshake(ctx context.Context) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
 	start, delay, told := time.Now(), retryFirst, false
 	for {
-		conn, chans, reqs, abort, err = s.handshakeOnce(ctx, false)
+		conn, chans, reqs, abort, err = s.handshakeOnce(ctx, nil)
 		var closed *closedError
 		if !errors.As(err, &closed) {
 			return conn, chans, reqs, abort, err

@@ -22,7 +22,7 @@ func (s *Session) CarryDatagrams(ctx context.Context, c net.Conn, address string
 	if err != nil {
 		return err
 	}
-	r.carry(remote.Channel, true, nil)
+	r.carry(remote.Channel, nil)
 	if remote.flow != 0 {
 		defer remote.cc.lanes.remove(remote.flow)
 		remote.cc.lanes.spread(remote.flow)
@@ -93,7 +93,8 @@ func (cc *clientConn) openLanes() {
 func (cc *clientConn) openLane() error {
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx, true)
+	var room func() <-chan struct{}
+	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx, func(raw net.Conn) { room = makeLane(raw) })
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func (cc *clientConn) openLane() error {
 		err = errNoLane
 	}
 	if err == nil {
-		err = cc.lanes.addLane(conn)
+		err = cc.lanes.addLane(conn, room)
 	}
 	if err != nil {
 		conn.Close()
@@ -121,7 +122,7 @@ func (cc *clientConn) openLane() error {
 				nc.Reject(ssh.UnknownChannelType, "a lane takes no "+nc.ChannelType()+" channels")
 				continue
 			}
-			go cc.lanes.join(nc)
+			go cc.lanes.join(nc, room)
 		}
 	}()
 	go func() {

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -84,8 +85,15 @@ type laneSet struct {
 	limit  int
 	closed bool
 	lastID uint32
-	lanes  []ssh.Conn
+	lanes  []lane
 	flows  map[uint32]*laneFlow
+}
+
+// lane is one lane of a laneSet: its SSH connection, and its room
+// (batchConn.room; nil: it always has room).
+type lane struct {
+	conn ssh.Conn
+	room func() <-chan struct{}
 }
 
 // laneFlow is a flow of a laneSet.
@@ -167,10 +175,10 @@ func (t *laneSet) spread(id uint32) {
 		return
 	}
 	f.spread = true
-	lanes := append([]ssh.Conn(nil), t.lanes...)
+	lanes := append([]lane(nil), t.lanes...)
 	t.mu.Unlock()
-	for _, lane := range lanes {
-		go t.open(lane, id, f.relay)
+	for _, l := range lanes {
+		go t.open(l, id, f.relay)
 	}
 }
 
@@ -191,26 +199,26 @@ func (t *laneSet) relayAccepted(nc ssh.NewChannel, r *datagramRelay, id uint32, 
 	if !ok {
 		return nil
 	}
-	r.carry(ch, true, nil)
+	r.carry(ch, nil)
 	if laned && joined != nil {
 		joined()
 	}
 	return r.wait()
 }
 
-// open opens a channel of flow id on lane and carries r's datagrams on it
+// open opens a channel of flow id on l and carries r's datagrams on it
 // too.
-func (t *laneSet) open(lane ssh.Conn, id uint32, r *datagramRelay) {
+func (t *laneSet) open(l lane, id uint32, r *datagramRelay) {
 	if t.take != nil && t.take() != nil {
 		return
 	}
-	ch, reqs, err := openChannel(lane, laneJoinType, ssh.Marshal(laneJoin{ID: id}))
+	ch, reqs, err := openChannel(l.conn, laneJoinType, ssh.Marshal(laneJoin{ID: id}))
 	if err != nil {
 		t.gave()
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	r.carry(ch, false, t.gave)
+	r.carry(ch, &laneCarry{room: l.room, gone: t.gave})
 }
 
 // gave gives back the key's channel a lane channel took.
@@ -220,9 +228,10 @@ func (t *laneSet) gave() {
 	}
 }
 
-// join answers a lane channel the peer opened on one of the lanes: it
-// carries the flow it names, a flow of this connection, or is rejected.
-func (t *laneSet) join(nc ssh.NewChannel) {
+// join answers a lane channel the peer opened on one of the lanes, whose
+// room is room: it carries the flow it names, a flow of this connection,
+// or is rejected.
+func (t *laneSet) join(nc ssh.NewChannel, room func() <-chan struct{}) {
 	var m laneJoin
 	if ssh.Unmarshal(nc.ExtraData(), &m) != nil {
 		nc.Reject(ssh.ConnectionFailed, "malformed "+laneJoinType+" channel")
@@ -247,36 +256,37 @@ func (t *laneSet) join(nc ssh.NewChannel) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	f.relay.carry(ch, false, t.gave)
+	f.relay.carry(ch, &laneCarry{room: room, gone: t.gave})
 }
 
 // errNoLane is why a connection is not made a lane: the set has all the
 // lanes agreed, or its connection has ended.
 var errNoLane = errors.New("no more lanes for this connection")
 
-// addLane makes lane one of the connection's lanes, and opens a channel
-// on it for each flow this end opened.
-func (t *laneSet) addLane(lane ssh.Conn) error {
+// addLane makes conn, whose room is room, one of the connection's lanes,
+// and opens a channel on it for each flow this end opened.
+func (t *laneSet) addLane(conn ssh.Conn, room func() <-chan struct{}) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || len(t.lanes) >= t.limit {
 		return errNoLane
 	}
-	t.lanes = append(t.lanes, lane)
+	l := lane{conn: conn, room: room}
+	t.lanes = append(t.lanes, l)
 	for id, f := range t.flows {
 		if f.mine && f.spread {
-			go t.open(lane, id, f.relay)
+			go t.open(l, id, f.relay)
 		}
 	}
 	return nil
 }
 
-// dropLane forgets lane, which has ended.
-func (t *laneSet) dropLane(lane ssh.Conn) {
+// dropLane forgets the lane of conn, which has ended.
+func (t *laneSet) dropLane(conn ssh.Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, l := range t.lanes {
-		if l == lane {
+		if l.conn == conn {
 			t.lanes = append(t.lanes[:i], t.lanes[i+1:]...)
 			return
 		}
@@ -291,6 +301,21 @@ func (t *laneSet) close() {
 	t.lanes, t.closed = nil, true
 	t.mu.Unlock()
 	for _, l := range lanes {
-		l.Close()
+		l.conn.Close()
 	}
+}
+
+// makeLane makes c, the batchConn of a lane's SSH connection, keep little
+// unsent in the system (keepUnsentShort) and queue its writes for a lane
+// (batchConn.queueForLane); it returns the lane's room (batchConn.room),
+// which its channels' pumps wait for, or nil for another kind of
+// connection (in tests).
+func makeLane(c net.Conn) func() <-chan struct{} {
+	b, ok := c.(*batchConn)
+	if !ok {
+		return nil
+	}
+	keepUnsentShort(b.Conn)
+	b.queueForLane()
+	return b.room
 }

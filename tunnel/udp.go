@@ -227,7 +227,7 @@ func wholeFrames(b []byte) (int, error) {
 // DatagramIdle. Both are closed when it returns.
 func relayDatagrams(ch ssh.Channel, conn net.Conn) error {
 	r := newDatagramRelay(conn)
-	r.carry(ch, true, nil)
+	r.carry(ch, nil)
 	return r.wait()
 }
 
@@ -277,17 +277,30 @@ func newDatagramRelay(conn net.Conn) *datagramRelay {
 	return r
 }
 
-// carry adds ch to the channels of the flow: first, whose end ends the
-// flow, or a lane's, whose end ends only its own part. gone, if not nil,
-// is called once ch is done with. If the flow has ended, ch is closed.
-func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) {
+// laneCarry is how a lane's channel joins a flow (datagramRelay.carry).
+type laneCarry struct {
+	// room is what the channel's pump waits for before it reads the
+	// flow's socket: nil when its lane takes more writes now, else a
+	// channel closed once it does (batchConn.room). nil: it always does.
+	room func() <-chan struct{}
+	// gone, if not nil, is called once the channel is done with.
+	gone func()
+}
+
+// carry adds ch to the channels of the flow: its first, whose end ends the
+// flow, when lane is nil; else a lane's, whose end ends only its own part.
+// If the flow has ended, ch is closed.
+func (r *datagramRelay) carry(ch ssh.Channel, lane *laneCarry) {
+	first := lane == nil
+	gone := func() {}
+	if !first && lane.gone != nil {
+		gone = lane.gone
+	}
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
 		ch.Close()
-		if gone != nil {
-			gone()
-		}
+		gone()
 		return
 	}
 	if first {
@@ -307,19 +320,19 @@ func (r *datagramRelay) carry(ch ssh.Channel, first bool, gone func()) {
 		default:
 			ch.Close()
 		}
-		if left.Add(-1) == 0 && gone != nil {
+		if left.Add(-1) == 0 {
 			gone()
 		}
 		r.pumps.Done()
 	}
+	aside := r.standAside
 	if !first {
+		aside = lane.room
 		r.laneCame()
 	}
 	go func() {
 		failed := false
-		aside := r.standAside
 		if !first {
-			aside = nil
 			defer r.laneLeft()
 		}
 		pumpDatagrams(r.conn, &r.last, r.turn, aside, batchBytes, func(frames []byte) error {
