@@ -40,8 +40,9 @@ var batchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, batchMax); r
 // once its bytes are copied; an error of the sending is returned by the
 // Writes after it. A write of less than directMax bytes when nothing waits
 // and nothing is being sent is written at once by Write itself, and its
-// error returned. Either way, bytes go out in the order of the Writes. Close sends what waits, for at most batchCloseWait, then
-// closes the connection. Reads and deadlines are the connection's own.
+// error returned, but on a lane's connection (queueForLane). Either way,
+// bytes go out in the order of the Writes. Close sends what waits, for at
+// most batchCloseWait, then closes the connection. Reads and deadlines are the connection's own.
 type batchConn struct {
 	net.Conn
 
@@ -84,7 +85,7 @@ func (b *batchConn) Write(p []byte) (int, error) {
 		return 0, b.err
 	case b.closing:
 		return 0, net.ErrClosed
-	case len(p) < directMax && b.waiting == nil && !b.sending:
+	case len(p) < directMax && b.waiting == nil && !b.sending && b.limit == batchMax:
 		return b.writeDirect(p)
 	}
 	if b.waiting == nil {
@@ -146,8 +147,10 @@ func (b *batchConn) send() {
 	}
 }
 
-// queueForLane makes b a lane's connection (makeLane): its writers wait
-// only past laneQueueMax; its pumps wait for room before they write.
+// queueForLane makes b a lane's connection (makeLane): its writes all go
+// to the sender, none is written by its writer (which could then wait in
+// the system with the SSH connection's write lock held), and its writers
+// wait only past laneQueueMax; its pumps wait for room before they write.
 func (b *batchConn) queueForLane() {
 	b.mu.Lock()
 	b.limit = laneQueueMax

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,5 +286,78 @@ func TestAFlowGoesOnWithoutLanesWhereTheKeysCapRefusesThem(t *testing.T) {
 	}
 	if n := line.Conns(); n != 2 {
 		t.Fatalf("the run made %d connections, want its own and one lane, refused", n)
+	}
+}
+
+// TestALaneHeldBackInSendingStillBringsTheFlowsReplies: while one lane's
+// sending is held back — the line stops reading it, so its writes back up
+// in the system, as a TCP connection's do while its congestion control
+// probes the round trip — the echoes that come back on that lane still
+// arrive. Its reader gives the sender its window back with writes of the
+// same connection: they must not wait behind the lane's held data. Only
+// what the lane took before it was held waits, and comes once it is let
+// go.
+func TestALaneHeldBackInSendingStillBringsTheFlowsReplies(t *testing.T) {
+	p := tunneltest.NewPlatform()
+	p.AddWorkload("echo:7", udpEchoServer(t, ""))
+	p.SetNames(tunnel.ClusterName{Name: "echo", UDPPorts: []int{7}})
+	s, line := runThroughLine(t, p, tunnel.RunInfo{})
+	c := localFlows(t, s, "echo:7")
+	expectLanesCarry(t, line, c)
+	drain(c)
+
+	// 3,000 datagrams of 1,200 bytes in 1.5 s: each lane's share backs up
+	// past what the system holds for a connection that is not read.
+	const n, size = 3000, 1200
+	var mu sync.Mutex
+	seen := map[uint32]bool{}
+	echoed := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	go func() {
+		buf := make([]byte, 2*size)
+		for {
+			m, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if m == size {
+				mu.Lock()
+				seen[binary.BigEndian.Uint32(buf)] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	c.SetReadDeadline(time.Time{})
+	release := line.Stall(1) // the first lane's
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	msg := make([]byte, size)
+	tick := time.NewTicker(500 * time.Microsecond)
+	for i := range uint32(n) {
+		<-tick.C
+		binary.BigEndian.PutUint32(msg, i)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick.Stop()
+	settle := time.NewTimer(300 * time.Millisecond) // 15 round trips of the line
+	<-settle.C
+	whileHeld := echoed()
+	release()
+	released = true
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for deadline := time.Now().Add(10 * time.Second); echoed() < n; <-poll.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d datagrams came back once the lane was let go", echoed(), n)
+		}
+	}
+	t.Logf("%d of %d came back while a lane's sending was held back", whileHeld, n)
+	if whileHeld < n*4/5 {
+		t.Fatalf("while a lane's sending was held back, %d of %d datagrams came back, want %d or more: the replies on that lane waited behind its held data", whileHeld, n, n*4/5)
 	}
 }

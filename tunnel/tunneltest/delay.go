@@ -28,8 +28,9 @@ type Line struct {
 
 // lineConn is one connection of a Line.
 type lineConn struct {
-	ends [2]net.Conn                   // the accepted one and the one to target
-	gate atomic.Pointer[chan struct{}] // while set, nothing is passed until it closes
+	ends  [2]net.Conn                   // the accepted one and the one to target
+	gate  atomic.Pointer[chan struct{}] // while set, nothing is passed until it closes
+	stall atomic.Pointer[chan struct{}] // while set, nothing the client sends is read until it closes
 }
 
 // NewLine starts a Line to target: see NewDelayLine.
@@ -57,8 +58,8 @@ func NewLine(t testing.TB, target string, oneWay time.Duration) *Line {
 			line.mu.Lock()
 			line.conns = append(line.conns, lc)
 			line.mu.Unlock()
-			go lc.delay(up, c, oneWay)
-			go lc.delay(c, up, oneWay)
+			go lc.delay(up, c, oneWay, &lc.stall)
+			go lc.delay(c, up, oneWay, nil)
 		}
 	}()
 	return line
@@ -86,6 +87,23 @@ func (l *Line) Hold(i int) (release func()) {
 	}
 }
 
+// Stall stops reading what the client of connection i (0: the first the
+// line passed) sends, until the function it returns is called, so that
+// its writes back up in the client's system, as a TCP connection's do
+// while its sending is held back (a repair, or a congestion control
+// probing the round trip); what the target sends passes as before.
+func (l *Line) Stall(i int) (release func()) {
+	l.mu.Lock()
+	c := l.conns[i]
+	l.mu.Unlock()
+	gate := make(chan struct{})
+	c.stall.Store(&gate)
+	return func() {
+		c.stall.Store(nil)
+		close(gate)
+	}
+}
+
 // Cut closes connection i (0: the first the line passed) at both ends, as
 // a link that went down would end it.
 func (l *Line) Cut(i int) {
@@ -97,8 +115,9 @@ func (l *Line) Cut(i int) {
 }
 
 // delay passes what src sends to dst, each read oneWay after it came, and
-// closes dst once src has ended and all of it is passed.
-func (lc *lineConn) delay(dst, src net.Conn, oneWay time.Duration) {
+// closes dst once src has ended and all of it is passed. While stall, if
+// not nil, is set, src is not read.
+func (lc *lineConn) delay(dst, src net.Conn, oneWay time.Duration, stall *atomic.Pointer[chan struct{}]) {
 	type chunk struct {
 		due  time.Time
 		data []byte
@@ -122,6 +141,11 @@ func (lc *lineConn) delay(dst, src net.Conn, oneWay time.Duration) {
 	}()
 	defer close(line)
 	for {
+		if stall != nil {
+			if gate := stall.Load(); gate != nil {
+				<-*gate
+			}
+		}
 		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
