@@ -42,7 +42,8 @@ var batchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, batchMax); r
 // and nothing is being sent is written at once by Write itself, and its
 // error returned, but on a lane's connection (queueForLane). Either way,
 // bytes go out in the order of the Writes. Close sends what waits, for at
-// most batchCloseWait, then closes the connection. Reads and deadlines are the connection's own.
+// most batchCloseWait, then closes the connection. Reads and deadlines are
+// the connection's own.
 type batchConn struct {
 	net.Conn
 

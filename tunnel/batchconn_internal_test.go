@@ -120,12 +120,9 @@ func TestBatchConnHoldsAWriterAtBatchMax(t *testing.T) {
 		t.Fatalf("a write past batchMax returned (%v) before the peer read", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if _, err := io.ReadFull(far, head[1:]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(far, make([]byte, batchMax)); err != nil {
-		t.Fatal(err)
-	}
+	// The peer reads all: the third, once what waited is taken, may be
+	// written by its writer itself.
+	go io.Copy(io.Discard, far)
 	select {
 	case err := <-third:
 		if err != nil {
