@@ -50,7 +50,7 @@ type batchConn struct {
 	mu      sync.Mutex
 	changed *sync.Cond    // waiting was taken or filled, or closing or err set
 	waiting *[]byte       // written, not yet taken by the sender; nil when none
-	limit   int           // past this much waiting, a writer waits: batchMax, or laneQueueMax
+	lane    bool          // a lane's connection (queueForLane)
 	taken   chan struct{} // asked for by room while waiting is not nil: closed when it is nil
 	sending bool          // the connection is being written (by the sender or a direct Write)
 	err     error         // a write of the connection failed
@@ -66,7 +66,7 @@ type batchConn struct {
 // system allows (shortenRetransmitWait).
 func newBatchConn(c net.Conn) *batchConn {
 	shortenRetransmitWait(c)
-	b := &batchConn{Conn: rawIO(c), limit: batchMax, done: make(chan struct{})}
+	b := &batchConn{Conn: rawIO(c), done: make(chan struct{})}
 	b.changed = sync.NewCond(&b.mu)
 	go b.send()
 	return b
@@ -78,7 +78,11 @@ func newBatchConn(c net.Conn) *batchConn {
 func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.err == nil && !b.closing && b.waiting != nil && len(*b.waiting)+len(p) > b.limit {
+	limit := batchMax
+	if b.lane {
+		limit = laneQueueMax
+	}
+	for b.err == nil && !b.closing && b.waiting != nil && len(*b.waiting)+len(p) > limit {
 		b.changed.Wait()
 	}
 	switch {
@@ -86,7 +90,7 @@ func (b *batchConn) Write(p []byte) (int, error) {
 		return 0, b.err
 	case b.closing:
 		return 0, net.ErrClosed
-	case len(p) < directMax && b.waiting == nil && !b.sending && b.limit == batchMax:
+	case len(p) < directMax && b.waiting == nil && !b.sending && !b.lane:
 		return b.writeDirect(p)
 	}
 	if b.waiting == nil {
@@ -154,7 +158,7 @@ func (b *batchConn) send() {
 // wait only past laneQueueMax; its pumps wait for room before they write.
 func (b *batchConn) queueForLane() {
 	b.mu.Lock()
-	b.limit = laneQueueMax
+	b.lane = true
 	b.mu.Unlock()
 }
 

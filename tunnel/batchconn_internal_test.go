@@ -91,25 +91,33 @@ func TestBatchConnCloseGivesUpOnAPeerThatDoesNotRead(t *testing.T) {
 	}
 }
 
-func TestBatchConnHoldsAWriterAtBatchMax(t *testing.T) {
-	near, far := net.Pipe()
-	defer far.Close()
-	b := newBatchConn(near)
-	defer b.Close()
-	// The sender takes the first write (not a small one, which would be
-	// written at once) and blocks in the pipe; the second fills what may
-	// wait; the third must wait for the peer.
+// holdSender writes to b, whose peer far reads only when told, one write
+// its sender takes and blocks on in the pipe (not a small one, which
+// would be written at once), of which the peer read one byte, then
+// batchMax bytes more, which wait for the sender. It returns the first
+// write's bytes still to be read.
+func holdSender(t *testing.T, b *batchConn, far net.Conn) (unread []byte) {
+	t.Helper()
 	first := make([]byte, directMax)
 	if _, err := b.Write(first); err != nil {
 		t.Fatal(err)
 	}
-	head := make([]byte, len(first))
-	if _, err := io.ReadFull(far, head[:1]); err != nil { // the sender is in its write now
+	if _, err := io.ReadFull(far, first[:1]); err != nil { // the sender is in its write now
 		t.Fatal(err)
 	}
 	if _, err := b.Write(make([]byte, batchMax)); err != nil {
 		t.Fatal(err)
 	}
+	return first[1:]
+}
+
+func TestBatchConnHoldsAWriterAtBatchMax(t *testing.T) {
+	near, far := net.Pipe()
+	defer far.Close()
+	b := newBatchConn(near)
+	defer b.Close()
+	// What waits is batchMax: a third write must wait for the peer.
+	holdSender(t, b, far)
 	third := make(chan error, 1)
 	go func() {
 		_, err := b.Write([]byte("third"))
@@ -213,19 +221,8 @@ func TestALanesSmallWriteDoesNotWaitBehindItsDataAndRoomSaysWhenItHasRoom(t *tes
 	if ch := room(); ch != nil {
 		t.Fatal("an idle lane says it has no room")
 	}
-	// The sender takes the first write and blocks in the pipe; the second
-	// fills what may wait on another connection (batchMax).
-	first := make([]byte, directMax)
-	if _, err := b.Write(first); err != nil {
-		t.Fatal(err)
-	}
-	head := make([]byte, len(first))
-	if _, err := io.ReadFull(far, head[:1]); err != nil { // the sender is in its write now
-		t.Fatal(err)
-	}
-	if _, err := b.Write(make([]byte, batchMax)); err != nil {
-		t.Fatal(err)
-	}
+	// What waits is what may wait on another connection (batchMax).
+	unread := holdSender(t, b, far)
 	full := room()
 	if full == nil {
 		t.Fatal("a lane with a write waiting for its sender says it has room")
@@ -250,7 +247,7 @@ func TestALanesSmallWriteDoesNotWaitBehindItsDataAndRoomSaysWhenItHasRoom(t *tes
 		t.Fatal("room said the lane had room before the sender took what waits")
 	default:
 	}
-	if _, err := io.ReadFull(far, head[1:]); err != nil {
+	if _, err := io.ReadFull(far, unread); err != nil {
 		t.Fatal(err)
 	}
 	select {

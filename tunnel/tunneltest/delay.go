@@ -76,15 +76,7 @@ func (l *Line) Conns() int {
 // passed), both ways, until the function it returns is called: they wait
 // in the line, as behind a lost segment.
 func (l *Line) Hold(i int) (release func()) {
-	l.mu.Lock()
-	c := l.conns[i]
-	l.mu.Unlock()
-	gate := make(chan struct{})
-	c.gate.Store(&gate)
-	return func() {
-		c.gate.Store(nil)
-		close(gate)
-	}
+	return l.shut(i, func(c *lineConn) *atomic.Pointer[chan struct{}] { return &c.gate })
 }
 
 // Stall stops reading what the client of connection i (0: the first the
@@ -93,13 +85,19 @@ func (l *Line) Hold(i int) (release func()) {
 // while its sending is held back (a repair, or a congestion control
 // probing the round trip); what the target sends passes as before.
 func (l *Line) Stall(i int) (release func()) {
+	return l.shut(i, func(c *lineConn) *atomic.Pointer[chan struct{}] { return &c.stall })
+}
+
+// shut sets the gate of connection i that which names until the function
+// it returns is called.
+func (l *Line) shut(i int, which func(*lineConn) *atomic.Pointer[chan struct{}]) (release func()) {
 	l.mu.Lock()
-	c := l.conns[i]
+	g := which(l.conns[i])
 	l.mu.Unlock()
 	gate := make(chan struct{})
-	c.stall.Store(&gate)
+	g.Store(&gate)
 	return func() {
-		c.stall.Store(nil)
+		g.Store(nil)
 		close(gate)
 	}
 }
