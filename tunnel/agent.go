@@ -360,25 +360,25 @@ func (a *Agent) acceptLoop(ctx context.Context, l net.Listener) error {
 		}
 		// Past the caps, the connection's writes are gathered (batchConn);
 		// closing it sends what waits.
-		c = newBatchConn(c)
-		if !a.track(c) {
+		bc := newBatchConn(c)
+		if !a.track(bc) {
 			if taken {
 				a.unauth.give(src)
 			}
-			c.Close()
+			bc.Close()
 			return nil
 		}
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			defer a.untrack(c)
+			defer a.untrack(bc)
 			if queued {
 				if ok, why := a.unauth.wait(ctx, src); !ok {
-					a.refuseBusy(c, src, why)
+					a.refuseBusy(bc, src, why)
 					return
 				}
 			}
-			a.handle(c, src)
+			a.handle(bc, src)
 		}()
 	}
 }
@@ -427,7 +427,7 @@ func (a *Agent) untrack(c net.Conn) {
 // connections, taken for it by acceptLoop (a get connection, which never
 // authenticates, counts until it ends); the handshake must be over within
 // handshakeTimeout.
-func (a *Agent) handle(c net.Conn, src netip.Addr) {
+func (a *Agent) handle(c *batchConn, src netip.Addr) {
 	counted := true
 	defer func() {
 		if counted {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +17,7 @@ import (
 type devConn struct {
 	a            *Agent
 	conn         *ssh.ServerConn
-	raw          net.Conn // the connection conn runs on
+	raw          *batchConn // the connection conn runs on
 	fingerprint  string
 	user         string        // the SSH user name, escaped (PeerText)
 	key          ssh.PublicKey // the key it authenticated with
@@ -86,7 +85,7 @@ const closeAfterEndedWait = goodbyeTimeout + time.Second
 // maxUnsaid bounds the lines kept for a session not opened yet.
 const maxUnsaid = 8
 
-func (a *Agent) serveDeveloper(raw net.Conn, conn *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+func (a *Agent) serveDeveloper(raw *batchConn, conn *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	key, err := ssh.ParsePublicKey([]byte(conn.Permissions.Extensions[extKey]))
 	if err != nil {
 		conn.Close() // authenticated with a key the agent parsed a moment ago: cannot happen

@@ -48,12 +48,12 @@ type batchConn struct {
 	net.Conn
 
 	mu      sync.Mutex
-	changed *sync.Cond    // waiting was taken or filled, or closing or err set
-	waiting *[]byte       // written, not yet taken by the sender; nil when none
-	lane    bool          // a lane's connection (queueForLane)
-	taken   chan struct{} // asked for by room while waiting is not nil: closed when it is nil
-	sending bool          // the connection is being written (by the sender or a direct Write)
-	err     error         // a write of the connection failed
+	changed *sync.Cond // waiting was taken or filled, or closing or err set
+	waiting *[]byte    // written, not yet taken by the sender; nil when none
+	lane    bool       // a lane's connection (queueForLane)
+	taken   broadcast  // woken when what waits is taken (room), or err or closing set
+	sending bool       // the connection is being written (by the sender or a direct Write)
+	err     error      // a write of the connection failed
 	closing bool
 	done    chan struct{} // closed when the sender returned
 	close   sync.Once
@@ -134,7 +134,7 @@ func (b *batchConn) send() {
 		b.waiting = nil
 		b.sending = true
 		b.changed.Broadcast()
-		b.hasRoom()
+		b.taken.wake()
 		b.mu.Unlock()
 		_, err := b.Conn.Write(*buf)
 		if cap(*buf) <= batchMax {
@@ -146,7 +146,7 @@ func (b *batchConn) send() {
 		if err != nil {
 			b.err = err
 			b.changed.Broadcast()
-			b.hasRoom()
+			b.taken.wake()
 			return
 		}
 	}
@@ -176,19 +176,7 @@ func (b *batchConn) room() <-chan struct{} {
 	if b.waiting == nil || b.err != nil || b.closing {
 		return nil
 	}
-	if b.taken == nil {
-		b.taken = make(chan struct{})
-	}
-	return b.taken
-}
-
-// hasRoom closes the channel room gave out, if any: nothing waits any
-// more, or the connection failed or is closing. Called with b.mu held.
-func (b *batchConn) hasRoom() {
-	if b.taken != nil {
-		close(b.taken)
-		b.taken = nil
-	}
+	return b.taken.next()
 }
 
 // Close sends what waits, giving the peer batchCloseWait to take it, and
@@ -198,7 +186,7 @@ func (b *batchConn) Close() error {
 		b.mu.Lock()
 		b.closing = true
 		b.changed.Broadcast()
-		b.hasRoom()
+		b.taken.wake()
 		b.mu.Unlock()
 		b.Conn.SetWriteDeadline(time.Now().Add(batchCloseWait))
 		<-b.done

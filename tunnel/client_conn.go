@@ -155,7 +155,7 @@ func (s *Session) checkVersions(agent string) error {
 // Until abort is called, the connection is closed when ctx ends; abort
 // reports whether that has not happened yet. A connection the agent
 // closed before authentication was over is a *closedError.
-func (s *Session) handshakeOnce(ctx context.Context, tune func(net.Conn)) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
+func (s *Session) handshakeOnce(ctx context.Context, tune func(*batchConn)) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, abort func() bool, err error) {
 	cfg := s.cfg
 	var d net.Dialer
 	dialled, err := d.DialContext(ctx, "tcp", cfg.Addr)

@@ -94,7 +94,7 @@ func (cc *clientConn) openLane() error {
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	var room func() <-chan struct{}
-	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx, func(raw net.Conn) { room = makeLane(raw) })
+	conn, chans, reqs, abort, err := cc.s.handshakeOnce(ctx, func(b *batchConn) { room = makeLane(b) })
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package tunnel
 import (
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -90,7 +89,7 @@ type laneSet struct {
 }
 
 // lane is one lane of a laneSet: its SSH connection, and its room
-// (batchConn.room; nil: it always has room).
+// (batchConn.room).
 type lane struct {
 	conn ssh.Conn
 	room func() <-chan struct{}
@@ -305,16 +304,11 @@ func (t *laneSet) close() {
 	}
 }
 
-// makeLane makes c, the batchConn of a lane's SSH connection, keep little
-// unsent in the system (keepUnsentShort) and queue its writes for a lane
-// (batchConn.queueForLane); it returns the lane's room (batchConn.room),
-// which its channels' pumps wait for, or nil for another kind of
-// connection (in tests).
-func makeLane(c net.Conn) func() <-chan struct{} {
-	b, ok := c.(*batchConn)
-	if !ok {
-		return nil
-	}
+// makeLane makes b, the connection of a lane's SSH connection, keep
+// little unsent in the system (keepUnsentShort) and queue its writes for a
+// lane (batchConn.queueForLane); it returns the lane's room
+// (batchConn.room), which its channels' pumps wait for.
+func makeLane(b *batchConn) func() <-chan struct{} {
 	keepUnsentShort(b.Conn)
 	b.queueForLane()
 	return b.room

@@ -312,6 +312,7 @@ func TestALaneHeldBackInSendingStillBringsTheFlowsReplies(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[uint32]bool{}
 	echoed := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	c.SetReadDeadline(time.Time{}) // drain's has passed
 	go func() {
 		buf := make([]byte, 2*size)
 		for {
@@ -326,14 +327,17 @@ func TestALaneHeldBackInSendingStillBringsTheFlowsReplies(t *testing.T) {
 			}
 		}
 	}()
-	c.SetReadDeadline(time.Time{})
-	release := line.Stall(1) // the first lane's
-	released := false
-	defer func() {
-		if !released {
-			release()
+	// waitEchoed waits until want have come back, for at most within, and
+	// returns how many have.
+	waitEchoed := func(want int, within time.Duration) int {
+		poll := time.NewTicker(10 * time.Millisecond)
+		defer poll.Stop()
+		for deadline := time.Now().Add(within); echoed() < want && time.Now().Before(deadline); <-poll.C {
 		}
-	}()
+		return echoed()
+	}
+	release := sync.OnceFunc(line.Stall(1)) // the first lane's
+	defer release()
 	msg := make([]byte, size)
 	tick := time.NewTicker(500 * time.Microsecond)
 	for i := range uint32(n) {
@@ -344,20 +348,14 @@ func TestALaneHeldBackInSendingStillBringsTheFlowsReplies(t *testing.T) {
 		}
 	}
 	tick.Stop()
-	settle := time.NewTimer(300 * time.Millisecond) // 15 round trips of the line
-	<-settle.C
-	whileHeld := echoed()
+	want := n * 4 / 5
+	whileHeld := waitEchoed(want, time.Second) // 50 round trips of the line
 	release()
-	released = true
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
-	for deadline := time.Now().Add(10 * time.Second); echoed() < n; <-poll.C {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d datagrams came back once the lane was let go", echoed(), n)
-		}
+	if all := waitEchoed(n, 10*time.Second); all < n {
+		t.Fatalf("%d of %d datagrams came back once the lane was let go", all, n)
 	}
 	t.Logf("%d of %d came back while a lane's sending was held back", whileHeld, n)
-	if whileHeld < n*4/5 {
-		t.Fatalf("while a lane's sending was held back, %d of %d datagrams came back, want %d or more: the replies on that lane waited behind its held data", whileHeld, n, n*4/5)
+	if whileHeld < want {
+		t.Fatalf("while a lane's sending was held back, %d of %d datagrams came back, want %d or more: the replies on that lane waited behind its held data", whileHeld, n, want)
 	}
 }

@@ -281,9 +281,9 @@ func newDatagramRelay(conn net.Conn) *datagramRelay {
 type laneCarry struct {
 	// room is what the channel's pump waits for before it reads the
 	// flow's socket: nil when its lane takes more writes now, else a
-	// channel closed once it does (batchConn.room). nil: it always does.
+	// channel closed once it does (batchConn.room).
 	room func() <-chan struct{}
-	// gone, if not nil, is called once the channel is done with.
+	// gone is called once the channel is done with.
 	gone func()
 }
 
@@ -293,7 +293,7 @@ type laneCarry struct {
 func (r *datagramRelay) carry(ch ssh.Channel, lane *laneCarry) {
 	first := lane == nil
 	gone := func() {}
-	if !first && lane.gone != nil {
+	if !first {
 		gone = lane.gone
 	}
 	r.mu.Lock()
