@@ -78,14 +78,20 @@ func (d *driver) paths() error {
 		d.throughput(all, d.concurrency(all), procs)
 	}
 	for _, p := range udp {
-		d.logf("path %s: throughput", p.name)
-		out, err := d.runSuite(p, "-rr", "0", "-for", d.udpFor.String())
-		if err != nil {
-			d.fail(p.name, err)
-			continue
-		}
-		for metric, values := range out {
-			d.row(p.name, metric, values[0])
+		for _, oneway := range []bool{false, true} {
+			name, args := p.name, []string{"-rr", "0", "-for", d.udpFor.String()}
+			if oneway {
+				name, args = name+oneWay, append(args, "-oneway")
+			}
+			d.logf("path %s: throughput", name)
+			out, err := d.runSuite(p, args...)
+			if err != nil {
+				d.fail(name, err)
+				continue
+			}
+			for metric, values := range out {
+				d.row(name, metric, values[0])
+			}
 		}
 	}
 	if !d.onlyUDP {
@@ -93,6 +99,10 @@ func (d *driver) paths() error {
 	}
 	return nil
 }
+
+// oneWay ends the name of a UDP path's rows of its one-way throughput
+// (benchtool udp -oneway), beside those of its echoes.
+const oneWay = "-oneway"
 
 // The laptop's UDP echo is its bench server's port; the cluster's is
 // benchsrv's, whose Service has a UDP port beside the TCP one.

@@ -15,6 +15,24 @@ import (
 // measurement: a QUIC packet's, under every path's MTU.
 const udpDatagram = 1200
 
+// A datagram whose byte after its 8-byte sequence number is udpAckOnly
+// asks the echo (echoLoop) for an acknowledgment: its first udpAckSize
+// bytes, not the whole datagram back. Every other datagram is echoed
+// whole.
+const (
+	udpAckOnly = 1
+	udpAckSize = 16
+)
+
+// acknowledgment is the answer the echo sends to datagram d: d itself,
+// or its first udpAckSize bytes when d asks for that.
+func acknowledgment(d []byte) []byte {
+	if len(d) > udpAckSize && d[8] == udpAckOnly {
+		return d[:udpAckSize]
+	}
+	return d
+}
+
 // udpSuite measures one UDP path to a UDP echo (benchtool serve answers
 // one on each of its ports) from one socket, and prints one CSV line
 // "metric,value" per result:
@@ -26,7 +44,13 @@ const udpDatagram = 1200
 //	udp_window                      datagrams in flight at the end
 //
 // The throughput is that of the echoes: each datagram crosses the path
-// both ways, so both directions carry it at once. The sender keeps a
+// both ways, so both directions carry it at once. With -oneway each
+// datagram asks the echo for an acknowledgment, its first udpAckSize
+// bytes, instead (udpAckOnly): the throughput is then that of one
+// direction, the datagrams sent, as a TCP transfer's is, while the other
+// direction carries an acknowledgment of 16 bytes per datagram; the rest
+// (the window, lost and late) is the same, with each acknowledgment
+// standing for its datagram's echo. The sender keeps a
 // window of datagrams in flight, found as it goes. A datagram with no echo
 // within 4 round trips (at least 200 ms) is counted lost and its place in
 // the window given to a new one. A round is a window's worth of datagrams
@@ -54,6 +78,7 @@ func udpSuite(args []string) error {
 	dur := fs.Duration("for", 10*time.Second, "time of the throughput measurement (0: none)")
 	timeout := fs.Duration("timeout", time.Second, "how long a round trip's datagram waits for its echo before it counts lost")
 	samples := fs.Bool("samples", false, "print every round trip, not percentiles")
+	oneway := fs.Bool("oneway", false, "throughput of one direction: each datagram is answered by an acknowledgment of 16 bytes, not echoed")
 	fs.Parse(args)
 	if *addr == "" {
 		return errors.New("give -addr host:port of a UDP echo")
@@ -91,7 +116,7 @@ func udpSuite(args []string) error {
 		out("rr_lost", float64(lost))
 	}
 	if *dur > 0 {
-		r, err := udpThroughput(c, udpDatagram, *dur)
+		r, err := udpThroughput(c, udpDatagram, *dur, *oneway)
 		if err != nil {
 			return fmt.Errorf("throughput: %w", err)
 		}
@@ -193,12 +218,17 @@ const (
 // udpThroughput keeps datagrams of size bytes in flight to the echo on c,
 // in a window found as udpSuite says, for dur after the window was found,
 // then waits for those in flight. Echoed, echoedBytes count the echoes
-// within those dur; sent, expired and late the datagrams sent within them,
-// findingExpired those sent before that expired.
-func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, error) {
+// within those dur (with oneway, the acknowledgments, each for its
+// datagram's size bytes); sent, expired and late the datagrams sent within
+// them, findingExpired those sent before that expired.
+func udpThroughput(c *net.UDPConn, size int, dur time.Duration, oneway bool) (udpResult, error) {
+	answer := size
+	if oneway {
+		answer = udpAckSize
+	}
 	var r udpResult
 	ring := make([]udpSent, udpTracked)
-	run := make([]byte, 0, udpRun*size)
+	run := make([]byte, 0, runBytes(size))
 	echoes := newRunReader(c)
 	var next, oldest uint64 // the next sequence number; the oldest maybe unanswered
 	window, outstanding := udpMinWindow, 0
@@ -281,9 +311,13 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 		for !stopping && outstanding < window && next-oldest < udpTracked && !echoes.more() {
 			run = run[:0]
 			at := time.Now()
-			for ; len(run) < udpRun*size && outstanding < window && next-oldest < udpTracked; next++ {
+			for ; len(run) < runBytes(size) && outstanding < window && next-oldest < udpTracked; next++ {
+				d := len(run)
 				run = binary.BigEndian.AppendUint64(run, next)
 				run = append(run, make([]byte, size-8)...)
+				if oneway {
+					run[d+8] = udpAckOnly
+				}
 				ring[next%udpTracked] = udpSent{seq: next, at: at}
 				outstanding++
 				if measured(at) {
@@ -311,8 +345,7 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 		if err != nil {
 			return r, err
 		}
-		n := len(echo)
-		if n != size {
+		if len(echo) != answer {
 			continue
 		}
 		seq := binary.BigEndian.Uint64(echo)
@@ -335,7 +368,7 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration) (udpResult, erro
 		outstanding--
 		if !from.IsZero() && !now.Before(from) && now.Before(until) {
 			r.echoed++
-			r.echoedBytes += int64(n)
+			r.echoedBytes += int64(size)
 		}
 		rtt := now.Sub(s.at)
 		if fastest == 0 || rtt < fastest {

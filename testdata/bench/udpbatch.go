@@ -25,7 +25,17 @@ const (
 	// udpRun is how many datagrams one write sends at most: the kernel's
 	// UDP_MAX_SEGMENTS.
 	udpRun = 64
+	// udpRunBytes is how many bytes one write sends at most: a run is one
+	// UDP packet until the kernel cuts it, so its length must fit an IPv4
+	// packet's (the kernel refuses a longer one with EMSGSIZE).
+	udpRunBytes = 65507
 )
+
+// runBytes is how many bytes a run of datagrams of size bytes holds at
+// most: udpRun of them, as many as fit udpRunBytes.
+func runBytes(size int) int {
+	return min(udpRun, max(1, udpRunBytes/size)) * size
+}
 
 // takeRuns asks c to hand over the datagrams that arrived together in one
 // read (runReader).

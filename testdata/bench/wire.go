@@ -62,12 +62,14 @@ func serve(args []string) error {
 	return untilSignal(errs)
 }
 
-// echoLoop sends every datagram pc receives back to its sender: those
-// that one read takes together (a run, udpbatch.go) in one write.
+// echoLoop sends every datagram pc receives back to its sender, or its
+// acknowledgment where the datagram asks for one: the answers to what one
+// read takes together (a run, udpbatch.go) in one write.
 func echoLoop(pc *net.UDPConn) error {
 	bigBuffers(pc)
 	takeRuns(pc)
 	buf, oob := make([]byte, 1<<16), make([]byte, syscall.CmsgSpace(4))
+	acks := make([]byte, 0, 1<<16)
 	for {
 		n, oobn, _, from, err := pc.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
@@ -77,7 +79,15 @@ func echoLoop(pc *net.UDPConn) error {
 		if size == 0 {
 			size = n
 		}
-		writeRun(pc, buf[:n], size, from)
+		if n == 0 || len(acknowledgment(buf[:min(size, n)])) == min(size, n) {
+			writeRun(pc, buf[:n], size, from)
+			continue
+		}
+		acks = acks[:0]
+		for b := buf[:n]; len(b) > 0; b = b[min(size, len(b)):] {
+			acks = append(acks, acknowledgment(b[:min(size, len(b))])...)
+		}
+		writeRun(pc, acks, udpAckSize, from)
 	}
 }
 
