@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // halfCloser is a stream whose sending half can be closed on its own, as TCP
@@ -37,13 +39,44 @@ func copyHalf(dst, src io.ReadWriteCloser) {
 // carries is sparse (requests, answers, an idle connection: thousands of
 // those must stay cheap), and into a large pooled one once a read fills the
 // small one, until a read is small again: a connection waiting for its next
-// request holds only the small one. The large one holds two SSH packets, so
-// that a fast stream costs few system calls and packets (measured: about
-// 1.5 times the throughput of io.Copy's 32 KiB).
+// request holds only the small one. The large one holds two SSH packets'
+// data (channelData), so that a fast stream costs few system calls and
+// packets (measured: about 1.5 times the throughput of io.Copy's 32 KiB).
 const (
 	sparseBuffer = 2 << 10
-	bulkBuffer   = 64 << 10
+	bulkBuffer   = 2 * channelData
 )
+
+// channelData is the most data plug puts in one SSH channel packet.
+// x/crypto/ssh copies every packet it receives into a new buffer: the
+// message's type, channel and length (9 bytes), then the data. With
+// channelData bytes that buffer is 32 KiB, the largest of Go's small
+// objects, which its allocator keeps ready per size; with the 32 KiB of
+// data a channel allows, 9 bytes more make it a large object, a span of
+// 40 KiB taken from the heap and zeroed for each packet, and garbage that
+// brings the next collection sooner. Measured on the bench's Kubernetes
+// (UDP echoed through plug -c on loopback, 4 runs each in turns): 1,698
+// Mbit/s with 32 KiB packets, 2,027 with channelData at both ends, while
+// the agent spent no more CPU.
+const channelData = 32<<10 - 9
+
+// writeData writes p to w: to an SSH channel in writes of at most
+// channelData bytes, each one packet; to anything else in one write.
+func writeData(w io.Writer, p []byte) (int, error) {
+	if _, ok := w.(ssh.Channel); !ok {
+		return w.Write(p)
+	}
+	n := 0
+	for len(p) > 0 {
+		m, err := w.Write(p[:min(len(p), channelData)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
 
 var bulkBuffers = sync.Pool{New: func() any { b := make([]byte, bulkBuffer); return &b }}
 
@@ -119,7 +152,7 @@ func copyStream(dst io.Writer, src io.Reader) error {
 		buf := b.space()
 		n, err := src.Read(buf)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, werr := writeData(dst, buf[:n]); werr != nil {
 				return werr
 			}
 			counters.bytes.Add(uint64(n))

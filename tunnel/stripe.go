@@ -524,7 +524,7 @@ func (s *stripe) pump(ch io.ReadWriteCloser) {
 			putSegmentHeader(seg, off, n)
 			start := time.Now()
 			s.writing.Add(1)
-			_, werr := ch.Write(seg)
+			_, werr := writeData(ch, seg)
 			others := s.writing.Add(-1)
 			if werr != nil {
 				s.fail()

@@ -66,7 +66,8 @@ var errMalformedDatagram = errors.New("malformed datagram frame")
 // up to this much, so a burst crosses the connection in a few SSH packets,
 // not one each. Nothing is held back for a later datagram: a datagram that
 // finds the writer idle is written alone at once, so batching adds no delay.
-const batchBytes = 64 << 10
+// It is two SSH packets' data (channelData).
+const batchBytes = 2 * channelData
 
 // frameReader is a datagram socket that can hand over at once the
 // datagrams that have arrived: readFrames appends to dst the frame of the
@@ -339,7 +340,7 @@ func (r *datagramRelay) carry(ch ssh.Channel, lane *laneCarry) {
 			var err error
 			if first {
 				err = r.writeFirst(frames)
-			} else if _, err = ch.Write(frames); err != nil {
+			} else if _, err = writeData(ch, frames); err != nil {
 				r.writeFirst(frames) // what the lane took when it ended goes on the flow's own channel
 			}
 			failed = err != nil
@@ -370,7 +371,7 @@ func (r *datagramRelay) carry(ch ssh.Channel, lane *laneCarry) {
 func (r *datagramRelay) writeFirst(frames []byte) error {
 	r.firstWrite.Lock()
 	defer r.firstWrite.Unlock()
-	_, err := r.first.Write(frames)
+	_, err := writeData(r.first, frames)
 	return err
 }
 
