@@ -2,8 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -26,14 +24,7 @@ type olderAgent struct {
 
 func startOlderAgent(t *testing.T) *olderAgent {
 	t.Helper()
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := newSigner(t)
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) { return nil, nil }}
 	cfg.AddHostKey(signer)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -110,8 +101,7 @@ func (a *olderAgent) serve(raw net.Conn, cfg *ssh.ServerConfig) {
 // answers the one hello it reads.
 func TestNamesAskedOfAnOlderAgentAreAskedAgain(t *testing.T) {
 	a := startOlderAgent(t)
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(key)
+	signer := newSigner(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	asks := []Ask{{Name: "web", Port: 80, Local: "localhost:1"}, {Name: "api", Port: 8080, Local: "localhost:2"}}

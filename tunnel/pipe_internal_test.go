@@ -103,14 +103,7 @@ func TestChannelDataPacketsCostTheReceiverLess(t *testing.T) {
 // over loopback TCP in this process, with plug's algorithms.
 func sshChannelPair(t *testing.T) (client, server ssh.Channel) {
 	t.Helper()
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := newSigner(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -155,4 +148,18 @@ func sshChannelPair(t *testing.T) (client, server ssh.Channel) {
 		t.Fatal("the server's end of the channel did not open")
 	}
 	return client, server
+}
+
+// newSigner is a fresh Ed25519 key, as a host's or a developer's.
+func newSigner(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer
 }
