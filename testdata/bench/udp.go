@@ -24,14 +24,8 @@ const (
 	udpAckSize = 16
 )
 
-// acknowledgment is the answer the echo sends to datagram d: d itself,
-// or its first udpAckSize bytes when d asks for that.
-func acknowledgment(d []byte) []byte {
-	if len(d) > udpAckSize && d[8] == udpAckOnly {
-		return d[:udpAckSize]
-	}
-	return d
-}
+// asksAcknowledgment is whether datagram d asks for an acknowledgment.
+func asksAcknowledgment(d []byte) bool { return len(d) > udpAckSize && d[8] == udpAckOnly }
 
 // udpSuite measures one UDP path to a UDP echo (benchtool serve answers
 // one on each of its ports) from one socket, and prints one CSV line

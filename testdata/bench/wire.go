@@ -64,7 +64,9 @@ func serve(args []string) error {
 
 // echoLoop sends every datagram pc receives back to its sender, or its
 // acknowledgment where the datagram asks for one: the answers to what one
-// read takes together (a run, udpbatch.go) in one write.
+// read takes together (a run, udpbatch.go) in one write. The datagrams of
+// a run come from one sender, which asks for acknowledgments of all of
+// them or of none (benchtool udp): the first says which.
 func echoLoop(pc *net.UDPConn) error {
 	bigBuffers(pc)
 	takeRuns(pc)
@@ -79,13 +81,13 @@ func echoLoop(pc *net.UDPConn) error {
 		if size == 0 {
 			size = n
 		}
-		if n == 0 || len(acknowledgment(buf[:min(size, n)])) == min(size, n) {
+		if !asksAcknowledgment(buf[:min(size, n)]) {
 			writeRun(pc, buf[:n], size, from)
 			continue
 		}
 		acks = acks[:0]
 		for b := buf[:n]; len(b) > 0; b = b[min(size, len(b)):] {
-			acks = append(acks, acknowledgment(b[:min(size, len(b))])...)
+			acks = append(acks, b[:min(udpAckSize, len(b))]...)
 		}
 		writeRun(pc, acks, udpAckSize, from)
 	}
