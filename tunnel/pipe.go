@@ -54,9 +54,9 @@ const (
 // objects, which its allocator keeps ready per size; with the 32 KiB of
 // data a channel allows, 9 bytes more make it a large object, a span of
 // 40 KiB taken from the heap and zeroed for each packet, and garbage that
-// brings the next collection sooner: 41.6 KB allocated per packet against
-// 33.5 KB (TestChannelDataPacketsCostTheReceiverLess; on the bench's
-// Kubernetes, testdata/bench/README.md, "UDP on loopback").
+// brings the next collection sooner: 41.6 KB allocated per 32 KiB carried
+// against 33.5 KB (TestChannelDataPacketsCostTheReceiverLess; on the
+// bench's Kubernetes, testdata/bench/README.md, "UDP on loopback").
 const channelData = 32<<10 - 9
 
 // writeData writes p to w: to an SSH channel in writes of at most

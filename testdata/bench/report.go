@@ -114,12 +114,16 @@ func (w *markdown) header(machine, command, wan, load string, took int) {
 	w.p("")
 }
 
-// oneWayTCP is the TCP throughput metric of the way a side's one-way UDP
-// flows: from the sender, the laptop's program (consume) or a pod's (serve).
-var oneWayTCP = map[string]string{"consume": "l2p_mbps", "serve": "p2l_mbps"}
+// direction is a way the data of a throughput measurement flows: name
+// starts its metrics (name+"_mbps"), label says it in a table.
+type direction struct{ name, label string }
 
-// flows names the way a TCP throughput metric's data flows.
-var flows = map[string]string{"l2p_mbps": "laptop → pod", "p2l_mbps": "pod → laptop"}
+// directions are the two ways data flows.
+var directions = []direction{{"l2p", "laptop → pod"}, {"p2l", "pod → laptop"}}
+
+// oneWayFlow is the way a side's one-way UDP flows: from the sender, the
+// laptop's program (consume) or a pod's (serve).
+var oneWayFlow = map[string]direction{"consume": directions[0], "serve": directions[1]}
 
 // udpLost is the cell of a UDP throughput measurement's lost datagrams:
 // lost of sent, late, and those lost or late while the window was found.
@@ -169,8 +173,8 @@ func (w *markdown) udp() {
 		for _, side := range []string{"consume", "serve"} {
 			raw, plug := side+"/udp-raw"+oneWay, side+"/udp-plug"+oneWay
 			udp := w.r.get(pr.name, plug, "udp_mbps")
-			tcp := w.r.get(pr.name, side+"/plug", oneWayTCP[side])
-			w.p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", pr.label, side, flows[oneWayTCP[side]],
+			tcp := w.r.get(pr.name, side+"/plug", oneWayFlow[side].name+"_mbps")
+			w.p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", pr.label, side, oneWayFlow[side].label,
 				num("%.0f", w.r.get(pr.name, raw, "udp_mbps")), w.udpLost(pr.name, raw),
 				num("%.0f", udp), w.udpLost(pr.name, plug),
 				percent(udp/w.r.get(pr.name, raw, "udp_mbps")), num("%.0f", tcp), percent(udp/tcp))
@@ -204,9 +208,10 @@ func (w *markdown) throughput() {
 		"| profile | side | data flows | raw TCP | OpenSSH | OpenSSH → agent | plug | plug ÷ raw | plug ÷ OpenSSH |", "|---|---|---|--:|--:|--:|--:|--:|--:|")
 	for _, pr := range profiles {
 		for _, side := range []string{"consume", "serve"} {
-			for _, dir := range []struct{ metric, label string }{{"l2p_mbps", "laptop → pod"}, {"p2l_mbps", "pod → laptop"}} {
-				cells := w.cells(pr.name, side, dir.metric, "%.0f")
-				raw, ssh, plug := w.r.get(pr.name, side+"/raw", dir.metric), w.r.get(pr.name, side+"/openssh", dir.metric), w.r.get(pr.name, side+"/plug", dir.metric)
+			for _, dir := range directions {
+				metric := dir.name + "_mbps"
+				cells := w.cells(pr.name, side, metric, "%.0f")
+				raw, ssh, plug := w.r.get(pr.name, side+"/raw", metric), w.r.get(pr.name, side+"/openssh", metric), w.r.get(pr.name, side+"/plug", metric)
 				w.p("| %s | %s | %s | %s | %s | %s |", pr.label, side, dir.label, strings.Join(cells, " | "), percent(plug/raw), times(plug/ssh))
 			}
 		}
@@ -221,7 +226,7 @@ func (w *markdown) cpu() {
 		"| profile | side | data flows | OpenSSH | OpenSSH → agent | plug | plug ÷ OpenSSH |", "|---|---|---|--:|--:|--:|--:|")
 	for _, pr := range profiles {
 		for _, side := range []string{"consume", "serve"} {
-			for _, dir := range []struct{ name, label string }{{"l2p", "laptop → pod"}, {"p2l", "pod → laptop"}} {
+			for _, dir := range directions {
 				cells := []string{pr.label, side, dir.label}
 				for _, path := range []string{"openssh", "openssh-agent", "plug"} {
 					get := func(metric string) float64 { return w.r.get(pr.name, side+"/"+path, dir.name+metric) }
@@ -433,7 +438,7 @@ func (w *markdown) targets() {
 		})
 		w.target("UDP echoed through plug (both ways at once) ≥ 50 % of TCP through plug, "+pr.label+" (worse side)", percent(-v), -v >= 0.5, "")
 		v = worstOver(func(side string) float64 {
-			return -w.r.get(pr.name, side+"/udp-plug"+oneWay, "udp_mbps") / w.r.get(pr.name, side+"/plug", oneWayTCP[side])
+			return -w.r.get(pr.name, side+"/udp-plug"+oneWay, "udp_mbps") / w.r.get(pr.name, side+"/plug", oneWayFlow[side].name+"_mbps")
 		})
 		w.target("UDP one way through plug ≥ 50 % of TCP through plug the same way, "+pr.label+" (worse side)", percent(-v), -v >= 0.5, "")
 	}

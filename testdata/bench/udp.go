@@ -222,7 +222,8 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration, oneway bool) (ud
 	}
 	var r udpResult
 	ring := make([]udpSent, udpTracked)
-	run := make([]byte, 0, runBytes(size))
+	runMax := runBytes(size)
+	run := make([]byte, 0, runMax)
 	echoes := newRunReader(c)
 	var next, oldest uint64 // the next sequence number; the oldest maybe unanswered
 	window, outstanding := udpMinWindow, 0
@@ -305,7 +306,7 @@ func udpThroughput(c *net.UDPConn, size int, dur time.Duration, oneway bool) (ud
 		for !stopping && outstanding < window && next-oldest < udpTracked && !echoes.more() {
 			run = run[:0]
 			at := time.Now()
-			for ; len(run) < runBytes(size) && outstanding < window && next-oldest < udpTracked; next++ {
+			for ; len(run) < runMax && outstanding < window && next-oldest < udpTracked; next++ {
 				d := len(run)
 				run = binary.BigEndian.AppendUint64(run, next)
 				run = append(run, make([]byte, size-8)...)

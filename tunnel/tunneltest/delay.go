@@ -88,8 +88,8 @@ func (l *Line) Stall(i int) (release func()) {
 	return l.shut(i, func(c *lineConn) *atomic.Pointer[chan struct{}] { return &c.stall })
 }
 
-// shut sets the gate of connection i that which names until the function
-// it returns is called.
+// shut closes one gate of connection i, the one which returns, until the
+// function it returns is called.
 func (l *Line) shut(i int, which func(*lineConn) *atomic.Pointer[chan struct{}]) (release func()) {
 	l.mu.Lock()
 	g := which(l.conns[i])
